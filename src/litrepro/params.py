@@ -1,0 +1,178 @@
+"""Parameter files and notebook parameters, validated into frozen configs.
+
+Every method declares its knobs as a frozen dataclass whose fields are built
+with :func:`knob`, which records a one-line help text and the allowed range or
+choices.  :func:`validate` is the single gate every parameter passes through,
+whether it comes from ``parameters/<method>.yaml``, a ``--set`` override or
+papermill's injected cell: an unknown key, a wrong type or an out-of-range
+value raises :class:`ParameterError` naming the key and where it came from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, Mapping, TypeVar
+
+import yaml
+
+from litrepro.errors import LitreproError
+
+C = TypeVar("C")
+
+
+class ParameterError(LitreproError, ValueError):
+    """A parameter is unknown, of the wrong type or out of range."""
+
+
+def knob(default: Any, help: str, *, lo: float | None = None, hi: float | None = None,
+         lo_open: bool = False, choices: tuple | None = None) -> Any:
+    """A config field with its help text and bounds (``lo``/``hi`` inclusive unless ``lo_open``)."""
+    meta = {"help": help, "lo": lo, "hi": hi, "lo_open": lo_open, "choices": choices}
+    if isinstance(default, list):
+        return dataclasses.field(default_factory=lambda: list(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _check_type(key: str, value: Any, tp: Any, source: str) -> Any:
+    """Return ``value`` converted to ``tp`` (int -> float only) or raise."""
+    origin = typing.get_origin(tp)
+    if origin is list:
+        (item_tp,) = typing.get_args(tp)
+        if not isinstance(value, (list, tuple)):
+            raise ParameterError(f"{source}: parameter '{key}' = {value!r}: expected a list of {_type_name(item_tp)}")
+        return [_check_type(f"{key}[{i}]", v, item_tp, source) for i, v in enumerate(value)]
+    if tp is bool:
+        ok = isinstance(value, bool)
+    elif tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif tp is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif tp is str:
+        ok = isinstance(value, str)
+    else:  # pragma: no cover - a config declared a type we do not support
+        raise TypeError(f"unsupported parameter type {tp!r} for '{key}'")
+    if not ok:
+        raise ParameterError(
+            f"{source}: parameter '{key}' = {value!r} has type {type(value).__name__}, expected {_type_name(tp)}")
+    return value
+
+
+def _check_range(key: str, value: Any, meta: Mapping[str, Any], source: str) -> None:
+    values = value if isinstance(value, list) else [value]
+    for v in values:
+        if meta["choices"] is not None and v not in meta["choices"]:
+            raise ParameterError(f"{source}: parameter '{key}' = {v!r} is not one of {list(meta['choices'])}")
+        lo, hi = meta["lo"], meta["hi"]
+        if lo is not None and (v <= lo if meta["lo_open"] else v < lo):
+            bound = f"> {lo}" if meta["lo_open"] else f">= {lo}"
+            raise ParameterError(f"{source}: parameter '{key}' = {v!r} is out of range: must be {bound}")
+        if hi is not None and v > hi:
+            raise ParameterError(f"{source}: parameter '{key}' = {v!r} is out of range: must be <= {hi}")
+
+
+def validate(cls: type[C], values: Mapping[str, Any], source: str) -> C:
+    """Build a frozen ``cls`` from ``values``; missing keys take their defaults.
+
+    ``source`` names where the values came from (a file path, ``--set``,
+    ``notebook parameters``) and appears in every error message.
+    """
+    if not isinstance(values, Mapping):
+        raise ParameterError(f"{source}: expected a mapping of parameter names to values, got {type(values).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ParameterError(f"{source}: unknown parameter '{unknown[0]}' (known: {', '.join(sorted(fields))})")
+    hints = typing.get_type_hints(cls)
+    clean = {}
+    for key, value in values.items():
+        value = _check_type(key, value, hints[key], source)
+        _check_range(key, value, fields[key].metadata, source)
+        clean[key] = value
+    config = cls(**clean)
+    check = getattr(config, "check", None)
+    if check is not None:  # cross-field constraints
+        try:
+            check()
+        except ValueError as err:
+            raise ParameterError(f"{source}: {err}") from None
+    return config
+
+
+def load_yaml(path: Path | str) -> dict[str, Any]:
+    """Read a parameter file with ``yaml.safe_load``; errors name the file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ParameterError(f"{path}: cannot read parameter file ({err.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ParameterError(f"{path}: not valid YAML: {err}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ParameterError(f"{path}: expected a mapping of parameter names to values, got {type(data).__name__}")
+    return data
+
+
+def load_file(cls: type[C], path: Path | str, overrides: Mapping[str, Any] | None = None) -> C:
+    """Validate a parameter file, then ``overrides`` on top of it."""
+    values = load_yaml(path)
+    validate(cls, values, str(path))
+    if overrides:
+        validate(cls, dict(overrides), "override")
+        values = {**values, **overrides}
+    return validate(cls, values, str(path))
+
+
+_LITERALS = (bool, int, float, str, list, type(None))
+_IPYTHON_NAMES = {"In", "Out", "exit", "quit", "get_ipython", "open"}
+
+
+def from_namespace(cls: type[C], namespace: Mapping[str, Any], source: str = "notebook parameters") -> C:
+    """Validate the literal-valued globals of a notebook as ``cls``.
+
+    Papermill injects parameters as plain assignments and only *warns* about a
+    name the notebook does not declare, so this collects every public global
+    holding a literal (the parameters cell and papermill's injected cell are
+    the only cells before it that assign literals) and refuses unknown names.
+    """
+    values = {k: v for k, v in namespace.items()
+              if not k.startswith("_") and k not in _IPYTHON_NAMES
+              and isinstance(v, _LITERALS) and not isinstance(v, types.ModuleType)}
+    return validate(cls, values, source)
+
+
+def as_dict(config: Any) -> dict[str, Any]:
+    """A config as a plain dict (for JSON provenance)."""
+    return dataclasses.asdict(config)
+
+
+def parse_override(text: str) -> tuple[str, list[Any]]:
+    """Parse ``key=value`` or ``key=v1,v2`` from ``--set``; values are YAML scalars."""
+    key, sep, raw = text.partition("=")
+    key = key.strip()
+    if not sep or not key or not raw.strip():
+        raise ParameterError(f"--set {text!r}: expected key=value")
+    try:
+        whole = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        whole = None
+    if isinstance(whole, list):  # key=[1, 2] is one list-valued setting
+        return key, [whole]
+    try:
+        values = [yaml.safe_load(part) for part in raw.split(",")]
+    except yaml.YAMLError as err:
+        raise ParameterError(f"--set {text!r}: value is not a YAML scalar ({err})") from None
+    if any(v is None for v in values):
+        raise ParameterError(f"--set {text!r}: empty value")
+    return key, values

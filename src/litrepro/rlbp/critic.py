@@ -1,0 +1,133 @@
+"""The two-head critic and its TD regression with opposite backups.
+
+For a logged transition (s, a, r^v, c, s', d) and discount gamma:
+
+    y^v = r^v + gamma (1 - d) max_{a'} Qbar^v(s', a')     value: a reward, backed up with max
+    y^c = c   + gamma (1 - d) min_{a'} Qbar^c(s', a')     CPC:   a cost,   backed up with min
+    L^v = mean (Q^v(s, a) - y^v)^2,   L^c = mean (Q^c(s, a) - y^c)^2
+
+Qbar is a target network copied every ``target_update_every`` steps.  The
+targets are built from the rewards the simulator actually produced; nothing is
+regressed onto synthetic labels.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from litrepro.rlbp.pid import N_ACTIONS
+
+F64 = torch.float64
+
+
+@dataclass(frozen=True)
+class Transitions:
+    """A flat batch of logged transitions (N of them)."""
+
+    state: Tensor          # (N, F)
+    action: Tensor         # (N,) long
+    propensity: Tensor     # (N,) behaviour probability of ``action``
+    value_reward: Tensor   # (N,)
+    cpc_cost: Tensor       # (N,)
+    reward: Tensor         # (N,) value + lambda * CPC reduction
+    next_state: Tensor     # (N, F)
+    done: Tensor           # (N,)
+
+    def __len__(self) -> int:
+        return self.action.shape[0]
+
+    def index(self, idx: Tensor) -> "Transitions":
+        return Transitions(*(getattr(self, f)[idx] for f in self.__dataclass_fields__))
+
+
+class TwoHeadCritic(nn.Module):
+    """MLP trunk with a value head Q^v (B, 9) and a CPC head Q^c (B, 9)."""
+
+    def __init__(self, n_features: int, hidden: int):
+        super().__init__()
+        self.trunk = nn.Sequential(nn.Linear(n_features, hidden, dtype=F64), nn.Tanh(),
+                                   nn.Linear(hidden, hidden, dtype=F64), nn.Tanh())
+        self.heads = nn.Linear(hidden, 2 * N_ACTIONS, dtype=F64)
+
+    def forward(self, state: Tensor) -> tuple[Tensor, Tensor]:
+        out = self.heads(self.trunk(state))                  # (B, 18)
+        return out[:, :N_ACTIONS], out[:, N_ACTIONS:]        # (B, 9) value, (B, 9) CPC
+
+
+def backup_targets(value_reward: Tensor, cpc_cost: Tensor, q_value_next: Tensor, q_cpc_next: Tensor,
+                   done: Tensor, gamma: float) -> tuple[Tensor, Tensor]:
+    """y^v = r^v + gamma (1-d) max Q^v(s', .);  y^c = c + gamma (1-d) min Q^c(s', .).
+
+    Args: rewards/costs/done (B,), next-state Q tables (B, 9).  Returns (B,), (B,).
+    """
+    keep = gamma * (1.0 - done)                                      # (B,)
+    y_value = value_reward + keep * q_value_next.max(dim=1).values   # max backup for a reward
+    y_cpc = cpc_cost + keep * q_cpc_next.min(dim=1).values           # min backup for a cost
+    return y_value, y_cpc
+
+
+def backup_reference(value_reward, cpc_cost, q_value_next, q_cpc_next, done, gamma) -> tuple[list, list]:
+    """The same backups as plain Python loops over rows and actions (for checks)."""
+    y_value, y_cpc = [], []
+    for i in range(len(value_reward)):
+        best, cheapest = float("-inf"), float("inf")
+        for a in range(len(q_value_next[i])):
+            best = max(best, float(q_value_next[i][a]))
+            cheapest = min(cheapest, float(q_cpc_next[i][a]))
+        keep = gamma * (1.0 - float(done[i]))
+        y_value.append(float(value_reward[i]) + keep * best)
+        y_cpc.append(float(cpc_cost[i]) + keep * cheapest)
+    return y_value, y_cpc
+
+
+def td_losses(critic: TwoHeadCritic, target: TwoHeadCritic, batch: Transitions, gamma: float) -> tuple[Tensor, Tensor]:
+    """(L^v, L^c) on ``batch``; targets from ``target`` under no_grad."""
+    with torch.no_grad():
+        qv_next, qc_next = target(batch.next_state)                                  # (B, 9) each
+        y_value, y_cpc = backup_targets(batch.value_reward, batch.cpc_cost, qv_next, qc_next, batch.done, gamma)
+    q_value, q_cpc = critic(batch.state)                                             # (B, 9) each
+    taken = batch.action[:, None]
+    loss_value = (q_value.gather(1, taken).squeeze(1) - y_value).pow(2).mean()
+    loss_cpc = (q_cpc.gather(1, taken).squeeze(1) - y_cpc).pow(2).mean()
+    return loss_value, loss_cpc
+
+
+def heldout_td_loss(critic: TwoHeadCritic, batch: Transitions, gamma: float) -> tuple[float, float]:
+    """TD loss of ``critic`` on a held-out batch, bootstrapping from itself."""
+    with torch.no_grad():
+        lv, lc = td_losses(critic, critic, batch, gamma)
+    return float(lv), float(lc)
+
+
+def train_critic(critic: TwoHeadCritic, train: Transitions, heldout: Transitions, *, steps: int, lr: float,
+                 batch_size: int, gamma: float, target_update_every: int,
+                 generator: torch.Generator) -> dict:
+    """TD regression; returns the loss curves and the held-out losses before and after.
+
+    Returns a dict with ``td_loss_value``/``td_loss_cpc`` (steps,) training curves,
+    ``heldout_before``/``heldout_after`` as (value, cpc) pairs and
+    ``parameter_change`` (L2 distance the critic's weights moved).
+    """
+    start = [p.detach().clone() for p in critic.parameters()]
+    before = heldout_td_loss(critic, heldout, gamma)
+    target = copy.deepcopy(critic).requires_grad_(False)
+    opt = torch.optim.Adam(critic.parameters(), lr=lr)
+    curve_v, curve_c = [], []
+    for step in range(steps):
+        if step % target_update_every == 0:
+            target.load_state_dict(critic.state_dict())
+        idx = torch.randint(len(train), (batch_size,), generator=generator).to(train.action.device)
+        loss_v, loss_c = td_losses(critic, target, train.index(idx), gamma)
+        opt.zero_grad(set_to_none=True)
+        (loss_v + loss_c).backward()
+        opt.step()
+        curve_v.append(loss_v.item())
+        curve_c.append(loss_c.item())
+    after = heldout_td_loss(critic, heldout, gamma)
+    change = torch.sqrt(sum(((p.detach() - q) ** 2).sum() for p, q in zip(critic.parameters(), start)))
+    return {"td_loss_value": curve_v, "td_loss_cpc": curve_c, "heldout_before": before,
+            "heldout_after": after, "parameter_change": float(change)}

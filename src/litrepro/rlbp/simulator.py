@@ -1,0 +1,177 @@
+"""A seeded, synthetic auto-bidding day, vectorised over campaigns and auctions.
+
+Our reconstruction (the seed fixes only component contracts, not a simulator):
+
+* Campaign c has a daily budget B_c, a target CPC tau_c, a base bid b_c and a
+  time-of-day traffic curve a_{t,c} (chance that an opportunity is live).
+* Each opportunity has a competing price p ~ s_c LogNormal(0, 0.5) and a click
+  probability q = sigmoid(logit_c + 0.5 N(0, 1)).  A live opportunity is won
+  when bid > p and budget remains; the winner pays p (second price) and gets
+  q expected clicks.
+* The bid is the exponential actuator of Zhang et al. (WSDM 2016):
+  bid_{t,c} = b_c exp(phi_{t,c}),  phi = clip(P + I + D, -phi_max, phi_max),
+  where the PID acts on the pacing error
+  e_t = plan_{t-1} - spend_{<t} / B   (planned minus actual spent fraction).
+* The day has K decision segments; at each segment start the policy picks one
+  of the nine (Kp, Ki) actions for every campaign at once.
+
+Only the time steps of one day are a Python loop (the controller is
+sequential in time); campaigns and opportunities are tensor axes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from litrepro.rlbp.reward import cpc_cost, smoothed_cpc
+
+F64 = torch.float64
+#: Names of the state features, in column order.
+FEATURES = ("time_of_day", "pacing_error", "spent_fraction", "cpc_over_target", "phi", "error_integral")
+
+#: policy(states (C, F), generator) -> (actions (C,) long, propensities (C,) float64)
+Policy = Callable[[Tensor, torch.Generator], tuple[Tensor, Tensor]]
+
+
+@dataclass(frozen=True)
+class Campaigns:
+    budget: Tensor        # (C,)
+    target_cpc: Tensor    # (C,)
+    base_bid: Tensor      # (C,)
+    price_scale: Tensor   # (C,)
+    ctr_logit: Tensor     # (C,)
+    traffic: Tensor       # (T, C) chance an opportunity is live at step t
+    plan: Tensor          # (T, C) planned cumulative spend fraction at the end of step t
+
+
+@dataclass(frozen=True)
+class DayDraws:
+    price: Tensor         # (T, C, M) competing prices
+    click_prob: Tensor    # (T, C, M)
+    live: Tensor          # (T, C, M) bool
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    kp: Tensor            # (9,) gains of the nine actions
+    ki: Tensor            # (9,)
+    kd: float
+    phi_max: float
+    segments: int
+    pacing_weight: float
+    cpc_smoothing: float
+
+
+@dataclass(frozen=True)
+class DayLog:
+    states: Tensor        # (K, C, F) state at each decision
+    actions: Tensor       # (K, C)
+    propensity: Tensor    # (K, C) behaviour probability of the taken action
+    value_reward: Tensor  # (K, C) clicks / click_scale - w |pacing error|
+    cpc: Tensor           # (K, C) smoothed CPC of the segment
+    cpc_cost: Tensor      # (K, C) (CPC - tau) / tau, the CPC head's cost
+    next_states: Tensor   # (K, C, F)
+    done: Tensor          # (K, C) 1.0 at the last segment of the day
+    errors: Tensor        # (T, C) pacing errors e_t seen by the controller
+    d_term: Tensor        # (T, C) the controller's D term
+    kp: Tensor            # (T, C) gains in force at each step
+    ki: Tensor            # (T, C)
+    phi: Tensor           # (T, C)
+    spent_fraction: Tensor  # (T, C) after step t
+
+
+def make_campaigns(n: int, steps: int, opportunities: int, generator: torch.Generator,
+                   device: torch.device) -> Campaigns:
+    """Draw ``n`` campaigns; budgets range from tight to loose relative to traffic."""
+    def u(lo, hi):
+        return lo + (hi - lo) * torch.rand(n, generator=generator, dtype=F64)
+
+    price_scale = u(0.5, 2.0)
+    ctr_logit = -3.0 + 0.3 * torch.randn(n, generator=generator, dtype=F64)
+    phase = u(0.0, 1.0)
+    t = torch.arange(steps, dtype=F64)[:, None] / steps                        # (T, 1)
+    traffic = 0.2 + 0.8 * (0.5 + 0.5 * torch.sin(2 * math.pi * (t - phase)))  # (T, C)
+    expected_live = traffic.sum(0) * opportunities                             # (C,)
+    budget = u(0.15, 0.45) * expected_live * price_scale
+    target_cpc = price_scale / torch.sigmoid(ctr_logit) * u(0.8, 1.3)
+    base_bid = price_scale * torch.exp(u(-0.5, 0.3))
+    plan = torch.cumsum(traffic, 0) / traffic.sum(0)                           # (T, C)
+    to = dict(device=device)
+    return Campaigns(budget.to(**to), target_cpc.to(**to), base_bid.to(**to), price_scale.to(**to),
+                     ctr_logit.to(**to), traffic.to(**to), plan.to(**to))
+
+
+def draw_day(c: Campaigns, opportunities: int, generator: torch.Generator) -> DayDraws:
+    """Pre-draw one day's auctions, so policies can be compared on the same day."""
+    steps, n = c.traffic.shape
+    shape = (steps, n, opportunities)
+    device = c.budget.device
+    price = c.price_scale.cpu()[None, :, None] * torch.exp(0.5 * torch.randn(shape, generator=generator, dtype=F64))
+    click = torch.sigmoid(c.ctr_logit.cpu()[None, :, None] + 0.5 * torch.randn(shape, generator=generator, dtype=F64))
+    live = torch.rand(shape, generator=generator, dtype=F64) < c.traffic.cpu()[:, :, None]
+    return DayDraws(price.to(device), click.to(device), live.to(device))
+
+
+def _features(step: int, steps: int, error: Tensor, spent: Tensor, clicks: Tensor, c: Campaigns,
+              phi: Tensor, integral: Tensor, smoothing: float) -> Tensor:
+    """(C, F) state; see ``FEATURES``."""
+    cpc_rel = cpc_cost(smoothed_cpc(spent, clicks, c.target_cpc, smoothing), c.target_cpc).clamp(-1.0, 3.0)
+    time = torch.full_like(error, step / steps)
+    return torch.stack([time, error, spent / c.budget, cpc_rel, phi, integral], dim=-1)
+
+
+def simulate_day(c: Campaigns, draws: DayDraws, policy: Policy, s: SimSettings,
+                 generator: torch.Generator) -> DayLog:
+    """Run one day for all campaigns under ``policy``; returns the full log."""
+    steps, n, _ = draws.price.shape
+    seg_len = steps // s.segments
+    dt = 1.0 / steps
+    zeros = torch.zeros(n, dtype=F64, device=c.budget.device)
+    spent, clicks, integral, phi, e_prev = zeros.clone(), zeros.clone(), zeros.clone(), zeros.clone(), None
+    plan_prev = torch.cat([torch.zeros_like(c.plan[:1]), c.plan[:-1]])        # (T, C) plan through t-1
+    trace = {k: [] for k in ("errors", "d_term", "kp", "ki", "phi", "spent_fraction")}
+    seg = {k: [] for k in ("states", "actions", "propensity", "value_reward", "cpc", "cpc_cost")}
+
+    def error_at(step):
+        return plan_prev[step] - spent / c.budget                              # e_t = setpoint - measurement
+
+    for k in range(s.segments):
+        t0 = k * seg_len
+        state = _features(t0, steps, error_at(t0), spent, clicks, c, phi, integral, s.cpc_smoothing)
+        action, prop = policy(state, generator)                                # (C,), (C,)
+        kp, ki = s.kp.to(spent.device)[action], s.ki.to(spent.device)[action]  # (C,)
+        spent0, clicks0 = spent.clone(), clicks.clone()
+        for t in range(t0, t0 + seg_len):
+            e = error_at(t)
+            integral = integral + e * dt                                       # sum_{j<=t} e_j dt
+            d = s.kd * (e - (e if e_prev is None else e_prev)) / dt            # e_{-1} := e_0
+            phi = (kp * e + ki * integral + d).clamp(-s.phi_max, s.phi_max)    # P + I + D, bounded
+            e_prev = e
+            bid = c.base_bid * torch.exp(phi)                                  # (C,) exponential actuator
+            win = draws.live[t] & (draws.price[t] < bid[:, None]) & (spent < c.budget)[:, None]  # (C, M)
+            spent = spent + torch.where(win, draws.price[t], 0.0).sum(-1)
+            clicks = clicks + torch.where(win, draws.click_prob[t], 0.0).sum(-1)
+            for name, value in (("errors", e), ("d_term", d), ("kp", kp), ("ki", ki), ("phi", phi),
+                                ("spent_fraction", spent / c.budget)):
+                trace[name].append(value)
+        seg_spent, seg_clicks = spent - spent0, clicks - clicks0
+        click_scale = c.budget / (c.target_cpc * s.segments)                   # clicks of a perfectly paced segment
+        pacing = c.plan[t0 + seg_len - 1] - spent / c.budget                   # pacing error at segment end
+        cpc = smoothed_cpc(seg_spent, seg_clicks, c.target_cpc, s.cpc_smoothing)
+        for name, value in (("states", state), ("actions", action), ("propensity", prop),
+                            ("value_reward", seg_clicks / click_scale - s.pacing_weight * pacing.abs()),
+                            ("cpc", cpc), ("cpc_cost", cpc_cost(cpc, c.target_cpc))):
+            seg[name].append(value)
+    final = _features(steps, steps, c.plan[-1] - spent / c.budget, spent, clicks, c, phi, integral, s.cpc_smoothing)
+    states = torch.stack(seg["states"])                                        # (K, C, F)
+    next_states = torch.cat([states[1:], final[None]])                         # (K, C, F)
+    done = torch.zeros(s.segments, n, dtype=F64, device=spent.device)
+    done[-1] = 1.0
+    return DayLog(states=states, next_states=next_states, done=done,
+                  **{k: torch.stack(v) for k, v in seg.items() if k != "states"},
+                  **{k: torch.stack(v) for k, v in trace.items()})

@@ -1,0 +1,87 @@
+"""Cross-seed summaries in the seed files' schema.
+
+``summary.json`` of a method holds ``schema_version``, ``method``, ``seeds``,
+``per_seed`` (seed, metrics, checks, device), ``metrics`` as
+``{name: {mean, std, n}}`` with the *sample* standard deviation (ddof = 1, as
+in the seed files; ``null`` when n < 2), ``checks`` (true only when true for
+every seed), the same statistics for our beyond-seed figures, a comparison
+with the recorded figures, and provenance.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping
+
+from litrepro import recorded
+from litrepro.provenance import package_versions, source_hashes
+
+SCHEMA_VERSION = 2
+#: Per-seed keys copied verbatim from a seed's results when present (waypoint's audit trail).
+PER_SEED_EXTRAS = ("history", "teacher_snapshot_lineage", "teacher_rl_reward", "teacher_rl_audit",
+                   "frozen_teacher_parameter_deltas_l2", "frozen_rl_snapshot_parameter_deltas_l2")
+
+
+def mean_std(values: Iterable[float]) -> dict[str, Any]:
+    """{mean, std (ddof = 1, None when n < 2), n}."""
+    xs = [float(v) for v in values]
+    n = len(xs)
+    if n == 0:
+        raise ValueError("mean_std of no values")
+    mean = math.fsum(xs) / n
+    std = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else None
+    return {"mean": mean, "std": std, "n": n}
+
+
+def _aggregate(rows: list[Mapping[str, float]]) -> dict[str, dict]:
+    names = sorted(set().union(*rows)) if rows else []
+    return {name: mean_std(r[name] for r in rows if name in r) for name in names}
+
+
+def _combine_checks(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """A boolean check is true when true for every seed; a string value is kept when all seeds agree."""
+    out = {}
+    for name in sorted(set().union(*rows)) if rows else []:
+        values = [r.get(name) for r in rows]
+        if all(isinstance(v, bool) for v in values):
+            out[name] = all(values)
+        else:
+            out[name] = values[0] if len(set(map(str, values))) == 1 else values
+    return out
+
+
+def comparison(method: str, metrics: Mapping[str, dict]) -> dict[str, dict]:
+    """This run's mean/std beside the seed file's, per metric (recorded side null if absent)."""
+    rec = recorded.aggregate_metrics(method)
+    return {name: {"this_run": metrics.get(name), "recorded": rec.get(name)} for name in sorted(set(metrics) | set(rec))}
+
+
+def summarise(method: str, results: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The summary of ``results`` (one dict per seed, as written to ``seed-<N>.json``)."""
+    results = sorted(results, key=lambda r: r["seed"])
+    per_seed = []
+    for r in results:
+        row = {"seed": r["seed"], "metrics": r["metrics"], "checks": r["checks"],
+               "execution_device": r["execution_device"], "execution_accelerator": r["execution_accelerator"]}
+        row.update({k: r[k] for k in PER_SEED_EXTRAS if k in r})
+        per_seed.append(row)
+    metrics = _aggregate([r["metrics"] for r in results])
+    seed_file = recorded.load(method)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "method": method,
+        "seeds": [r["seed"] for r in results],
+        "per_seed": per_seed,
+        "metrics": metrics,
+        "checks": _combine_checks([r["checks"] for r in results]),
+        "check_notes": results[0].get("check_notes", {}) if results else {},
+        "beyond_seed_metrics": _aggregate([r.get("beyond_seed_metrics", {}) for r in results]),
+        "comparison_with_recorded": comparison(method, metrics),
+        "recorded_seed_file": seed_file["_file"] if seed_file else None,
+        "provenance": {
+            "source_sha256": source_hashes(method),
+            "dataset_fingerprints": {str(r["seed"]): r["dataset_fingerprint"] for r in results},
+            "parameters": {str(r["seed"]): r["provenance"]["parameters"] for r in results},
+            "packages": package_versions(),
+        },
+    }

@@ -1,0 +1,116 @@
+"""Execute one (method, seed) notebook with papermill and publish its outputs.
+
+Run as ``python -m litrepro.worker '<job json>'`` by the runner, one process
+per job, so a crashing kernel or worker loses only its own job.  Publication
+order makes a killed run harmless:
+
+1. execute into a private temporary folder under the output folder;
+2. write ``seed-<N>.ipynb`` atomically, then ``seed-<N>.json`` atomically.
+
+The JSON is the commit marker: a seed counts as done only when its JSON exists
+and its recorded hashes match the notebook and sources.  A failed execution
+never touches an earlier result; its notebook goes to ``seed-<N>.failed.ipynb``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+from litrepro import atomic, methods
+from litrepro.params import as_dict, load_file
+from litrepro.paths import NOTEBOOKS, relative
+from litrepro.provenance import package_versions, sha256_file, source_hashes
+from litrepro.report import RESULT_ENV
+
+_VOLATILE = ("start_time", "end_time", "duration")
+
+
+def clean_notebook(nb: nbformat.NotebookNode, *, input_path: str, output_path: str) -> nbformat.NotebookNode:
+    """Drop timestamps and durations; keep paths repository-relative."""
+    pm = nb.metadata.get("papermill", {})
+    for key in _VOLATILE:
+        pm.pop(key, None)
+    pm.update(input_path=input_path, output_path=output_path)
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        for key in _VOLATILE:
+            cell.metadata.get("papermill", {}).pop(key, None)
+    return nb
+
+
+def job_parameters(method: methods.Method, seed: int, device: str | None, overrides: dict[str, Any]) -> dict[str, Any]:
+    """Validated parameters: the YAML file, then overrides, seed and device on top."""
+    extra = dict(overrides)
+    extra["seed"] = seed
+    if device is not None:
+        extra["device"] = device
+    return as_dict(load_file(method.config_class(), method.parameters, extra))
+
+
+def output_paths(out_dir: Path, seed: int) -> dict[str, Path]:
+    return {"notebook": out_dir / f"seed-{seed}.ipynb", "json": out_dir / f"seed-{seed}.json",
+            "failed": out_dir / f"seed-{seed}.failed.ipynb"}
+
+
+def execute(method_name: str, seed: int, out_dir: str, device: str | None = None,
+            overrides: dict[str, Any] | None = None, kernel_name: str = "python3") -> dict[str, Any]:
+    """Run one job; returns ``{"status": "ok" | "failed", ...}`` (never raises for a notebook error)."""
+    import papermill as pm
+
+    method = methods.get(method_name)
+    params = job_parameters(method, seed, device, overrides or {})
+    defaults = methods.notebook_defaults(method.notebook)
+    inject = {k: v for k, v in params.items() if k in ("seed", "device") or defaults.get(k) != v}
+    out = Path(out_dir)
+    paths = output_paths(out, seed)
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out, prefix=f".tmp-seed-{seed}-"))
+    executed = tmp / paths["notebook"].name
+    os.environ[RESULT_ENV] = str(tmp / "result.json")
+    try:
+        try:
+            pm.execute_notebook(str(method.notebook), str(executed), parameters=inject, kernel_name=kernel_name,
+                                progress_bar=False, log_output=False, cwd=str(NOTEBOOKS))
+        except pm.PapermillExecutionError as err:
+            nb = clean_notebook(nbformat.read(executed, as_version=4), input_path=relative(method.notebook),
+                                output_path=relative(paths["failed"]))
+            atomic.write_text(paths["failed"], nbformat.writes(nb))
+            return {"status": "failed", "method": method_name, "seed": seed, "notebook": relative(paths["failed"]),
+                    "cell": err.exec_count, "error": f"{err.ename}: {err.evalue}".strip()}
+        except Exception as err:  # the kernel died or could not start: no notebook to keep
+            return {"status": "failed", "method": method_name, "seed": seed, "notebook": None,
+                    "cell": None, "error": f"{type(err).__name__}: {err}".strip()}
+        results = json.loads((tmp / "result.json").read_text())
+        results["provenance"] = {
+            "source_sha256": source_hashes(method_name),
+            "notebook_sha256": sha256_file(method.notebook),
+            "parameters": params,
+            "packages": package_versions(),
+        }
+        nb = clean_notebook(nbformat.read(executed, as_version=4), input_path=relative(method.notebook),
+                            output_path=relative(paths["notebook"]))
+        atomic.write_text(paths["notebook"], nbformat.writes(nb))
+        atomic.write_json(paths["json"], results)
+        paths["failed"].unlink(missing_ok=True)
+        return {"status": "ok", "method": method_name, "seed": seed, "json": relative(paths["json"])}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main(argv: list[str]) -> int:
+    job = json.loads(argv[0])
+    outcome = execute(**job)
+    print(json.dumps(outcome), flush=True)
+    return 0 if outcome["status"] == "ok" else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
