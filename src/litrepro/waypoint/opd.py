@@ -1,0 +1,139 @@
+"""Student on-policy distillation from waypoints.
+
+For a student rollout y (sampled by the student itself) and each generated
+token y_t, with l^(k)_t = log pi_k(y_t | y_<t) under waypoints k = 0, m, f
+(initial, middle, final):
+
+    A_t = log pi_f(y_t) - log pi_student(y_t)                      (detached)
+    g_t = |l^f_t - l^0_t| / (|l^m_t - l^0_t| + |l^f_t - l^m_t|)    "straightness", in [0, 1]
+          (0/0 -> 1: a token whose log-prob never moved lies on a straight path)
+    s   = gate_mass / mean_valid(g)                                 (batch scale; s * mean g = gate_mass)
+    L   = -s * mean_valid( g_t A_t (log pi_student(y_t) - sg[log pi_student(y_t)]) )
+
+L is 0 in value, and its gradient is -s * mean(g A grad log pi_student): a
+reverse-KL-style on-policy signal towards the final waypoint, weighted by how
+consistently the teacher's RL moved each token.  The ``final_only`` gate sets
+g = 1.  Padding (after EOS) is removed by boolean selection *before* any
+arithmetic, so whatever finite values padding holds cannot reach the loss or
+its gradient.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from litrepro.waypoint.model import EOS, BytePolicy, policy_logits, stack
+
+
+class ZeroGateError(ValueError):
+    """Every valid token of the batch has gate 0: the batch scale would divide by zero."""
+
+
+@dataclass(frozen=True)
+class Rollouts:
+    tokens: Tensor          # (B, P + N) prompt then generated tokens (padding after EOS)
+    valid: Tensor           # (B, N) bool: generated position is a real token (EOS included)
+    sample_logp: Tensor     # (B, N) log-prob under the student at sampling time
+    prompt_len: int
+
+    @property
+    def generated(self) -> Tensor:
+        return self.tokens[:, self.prompt_len:]                              # (B, N)
+
+
+@torch.no_grad()
+def sample_rollouts(student: BytePolicy, prompts: Tensor, max_new_tokens: int, generator: torch.Generator,
+                    pad: int = EOS) -> Rollouts:
+    """The student samples its own continuations; an EOS ends a rollout, the rest is ``pad``.
+
+    The causal mean makes decoding incremental: keep the running embedding sum.
+    """
+    b, p = prompts.shape
+    running = student.embed[prompts].sum(1)                                  # (B, D)
+    alive = torch.ones(b, dtype=torch.bool, device=prompts.device)
+    tokens, valid, logps = [], [], []
+    for t in range(max_new_tokens):                                          # autoregressive: sequential in t
+        logits = (running / (p + t)) @ student.head_w.T + student.head_b       # (B, V)
+        logp = torch.log_softmax(logits, -1)
+        tok = torch.multinomial(logp.exp().cpu(), 1, generator=generator).squeeze(1).to(prompts.device)
+        valid.append(alive.clone())
+        tokens.append(torch.where(alive, tok, pad))
+        logps.append(logp.gather(1, tok[:, None]).squeeze(1))
+        alive = alive & (tok != EOS)
+        running = running + student.embed[tok]
+    return Rollouts(torch.cat([prompts, torch.stack(tokens, 1)], 1), torch.stack(valid, 1),
+                    torch.stack(logps, 1), p)
+
+
+def token_logps(logits: Tensor, rollouts: Rollouts) -> Tensor:
+    """log-probs of the generated tokens; logits (..., B, T, V) -> (..., B, N)."""
+    p = rollouts.prompt_len
+    pred = torch.log_softmax(logits[..., p - 1:-1, :], -1)                  # (..., B, N, V)
+    gen = rollouts.generated.expand(*pred.shape[:-1])
+    return pred.gather(-1, gen[..., None]).squeeze(-1)
+
+
+@torch.no_grad()
+def waypoint_logps(waypoints: list[BytePolicy], rollouts: Rollouts) -> Tensor:
+    """(3, B, N) log-probs of the rollout under all waypoints, in one batched forward pass."""
+    return token_logps(policy_logits(*stack(waypoints), rollouts.tokens), rollouts)
+
+
+def straightness_gate(lp: Tensor) -> Tensor:
+    """g = |l_f - l_0| / (|l_m - l_0| + |l_f - l_m|), 0/0 -> 1; lp (3, ...) -> (...)."""
+    l0, lm, lf = lp[0], lp[1], lp[2]
+    path = (lm - l0).abs() + (lf - lm).abs()                                 # length of the waypoint path
+    chord = (lf - l0).abs()                                                  # straight-line distance
+    return torch.where(path > 0, chord / torch.where(path > 0, path, 1.0), 1.0)
+
+
+def compute_gate(kind: str, lp: Tensor) -> Tensor:
+    if kind == "straightness":
+        return straightness_gate(lp)
+    if kind == "final_only":
+        return torch.ones_like(lp[0])
+    raise ValueError(f"unknown gate kind {kind!r} (known: straightness, final_only)")
+
+
+def opd_loss(student_logp: Tensor, final_logp: Tensor, gate: Tensor, valid: Tensor, *,
+             gate_mass: float) -> tuple[Tensor, dict]:
+    """The stop-gradient surrogate L (see module docstring) and its diagnostics.
+
+    Args: student_logp (B, N) with grad; final_logp, gate (B, N); valid (B, N) bool.
+    """
+    lp = student_logp[valid]                                                 # (V,) mask first ...
+    advantage = (final_logp[valid] - lp).detach()                            # A_t, detached
+    g = gate[valid]
+    if lp.numel() == 0:
+        raise ZeroGateError("no valid tokens in the batch")
+    mean_gate = g.mean()
+    if not mean_gate > 0:
+        raise ZeroGateError(f"all {g.numel()} valid tokens have waypoint gate 0; refusing to divide by a zero mean gate")
+    scale = gate_mass / mean_gate                                            # s * mean g = gate_mass
+    loss = -scale * (g * advantage * (lp - lp.detach())).mean()              # ... then reduce
+    stats = {"loss": loss.item(), "mean_gate": float(mean_gate), "zero_gate_fraction": float((g == 0).float().mean()),
+             "batch_scale": float(scale), "valid_tokens": int(lp.numel())}
+    return loss, stats
+
+
+def opd_step(student: BytePolicy, waypoints: list[BytePolicy], prompts: Tensor, optimizer: torch.optim.Optimizer,
+             generator: torch.Generator, *, max_new_tokens: int, gate_kind: str, gate_mass: float) -> tuple[dict, Rollouts, float]:
+    """Sample, score under student and waypoints, update; returns (stats, rollouts, on-policy gap).
+
+    The on-policy gap is max |log pi at sampling - log pi at scoring| over valid tokens:
+    0 (up to float error) when the scored tokens are the student's own samples.
+    """
+    rollouts = sample_rollouts(student, prompts, max_new_tokens, generator)
+    student_logp = token_logps(student(rollouts.tokens), rollouts)           # (B, N), with grad
+    lp = waypoint_logps(waypoints, rollouts)                                  # (3, B, N)
+    gate = compute_gate(gate_kind, lp)
+    loss, stats = opd_loss(student_logp, lp[-1], gate, rollouts.valid, gate_mass=gate_mass)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    stats["gradient_norm"] = float(torch.sqrt(sum((p.grad ** 2).sum() for p in student.parameters())))
+    optimizer.step()
+    gap = float((student_logp.detach() - rollouts.sample_logp)[rollouts.valid].abs().max())
+    return stats, rollouts, gap
