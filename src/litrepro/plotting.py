@@ -82,6 +82,19 @@ def estimate_vs_truth(rows: Mapping[str, Mapping[str, Sequence[float]]], title: 
     return fig
 
 
+def arm_comparison(values: Mapping[str, Sequence[float]], *, ylabel: str, title: str) -> Figure:
+    """Per arm: each seed's value as a dot, and the mean with a +-1 std bar."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    for i, (arm, ys) in enumerate(values.items()):
+        ys = np.asarray(ys, dtype=float)
+        ax.errorbar(i, ys.mean(), yerr=ys.std(ddof=1) if ys.size > 1 else 0.0, fmt="s", color="k", capsize=6)
+        ax.plot(np.full(ys.size, i) + np.linspace(-0.08, 0.08, ys.size), ys, "o", alpha=0.6)
+    ax.set_xticks(range(len(values)), list(values))
+    ax.set(ylabel=ylabel, title=title)
+    fig.tight_layout()
+    return fig
+
+
 def curves_across_seeds(curves: Mapping[int, Sequence[float]], *, xlabel: str, ylabel: str, title: str,
                         log: bool = False) -> Figure:
     """Each seed's curve, overlaid, with the mean and a +-1 std band."""
