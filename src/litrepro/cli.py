@@ -11,12 +11,13 @@ import argparse
 import itertools
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from litrepro import methods
 from litrepro.errors import LitreproError, UsageError
-from litrepro.params import ParameterError, load_file, parse_override, validate
+from litrepro.params import ParameterError, load_file, parse_override
 from litrepro.paths import RENDERED
 
 
@@ -41,27 +42,40 @@ def parse_seeds(tokens: list[str]) -> list[int]:
     return seeds
 
 
-def sweep_points(settings: list[str], method_names: list[str]) -> list[dict[str, Any]]:
-    """The product of every ``--set key=v1,v2`` (validated for each method), as override dicts."""
+def sweep_points(settings: list[str], method_names: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Per method, the product of every ``--set key=v1,v2`` that method declares.
+
+    A key applies to the selected methods that have it; a key no selected method
+    has is refused.  Every point is validated like the parameter file.
+    """
+    import dataclasses
+
     parsed = [parse_override(text) for text in settings]
     keys = [k for k, _ in parsed]
     if len(set(keys)) != len(keys):
         raise ParameterError(f"--set: parameter given twice: {sorted(k for k in keys if keys.count(k) > 1)[0]!r}")
-    points = [dict(zip(keys, combo)) for combo in itertools.product(*(v for _, v in parsed))]
+    known = {name: {f.name for f in dataclasses.fields(methods.get(name).config_class())} for name in method_names}
+    for key in keys:
+        if not any(key in names for names in known.values()):
+            raise ParameterError(f"--set: unknown parameter '{key}' (not a parameter of {', '.join(method_names)})")
+    points = {}
     for name in method_names:
         method = methods.get(name)
-        for point in points:
-            validate(method.config_class(), point, f"--set for {name}")
-            load_file(method.config_class(), method.parameters, point)  # cross-field checks
+        mine = [(k, v) for k, v in parsed if k in known[name]]
+        points[name] = [dict(zip([k for k, _ in mine], combo)) for combo in itertools.product(*(v for _, v in mine))]
+        for point in points[name]:
+            load_file(method.config_class(), method.parameters, point)
     return points
 
 
 def _check_writable(out: Path) -> None:
-    probe = out
-    while not probe.exists():
-        probe = probe.parent
-    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
-        raise UsageError(f"--out {out}: not a writable folder ({probe} is not writable)")
+    """Create ``out`` and a probe file in it; any failure is a one-line usage error."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".litrepro-probe-"):
+            pass
+    except OSError as err:
+        raise UsageError(f"--out {out}: not a writable folder ({err.strerror})") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,7 +109,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     points = sweep_points(args.settings, args.methods)
     _check_writable(args.out)
     jobs = [runner.Job(m, s, runner.variant_dir(args.out, m, p), args.device, p)
-            for m in args.methods for p in points for s in seeds]
+            for m in args.methods for p in points[m] for s in seeds]
     with runner.output_lock(args.out):
         todo = [j for j in jobs if args.force or not runner.is_fresh(j)]
         skipped = len(jobs) - len(todo)

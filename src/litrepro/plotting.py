@@ -1,8 +1,10 @@
 """Plots shared by the notebooks, the runner's PNGs and the summary notebook.
 
-Every function returns a ``matplotlib.figure.Figure`` and never calls
-``plt.show``; notebooks end the cell with ``;``.  :func:`save_png` writes a
-figure atomically and without the version stamp, so PNGs are reproducible.
+Every function returns a ``matplotlib.figure.Figure`` built without pyplot,
+so no backend shows it behind the notebook's back: a notebook displays a
+figure explicitly with :func:`show` (a PNG rendered here, identical under
+papermill, nbval and JupyterLab), and :func:`save_png` writes one atomically
+without the version stamp, so PNGs are reproducible.
 """
 
 from __future__ import annotations
@@ -11,23 +13,38 @@ import io
 from pathlib import Path
 from typing import Mapping, Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
 from litrepro import atomic
 
 
-def save_png(fig: Figure, path: Path | str) -> None:
+def png_bytes(fig: Figure) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100, metadata={"Software": None})
-    atomic.write_bytes(path, buffer.getvalue())
-    plt.close(fig)
+    return buffer.getvalue()
+
+
+def save_png(fig: Figure, path: Path | str) -> None:
+    atomic.write_bytes(path, png_bytes(fig))
+
+
+def show(fig: Figure) -> None:
+    """Display ``fig`` in the notebook as a PNG."""
+    from IPython.display import Image, display
+
+    display(Image(data=png_bytes(fig), format="png"))
+
+
+def _figure(width: float, height: float, ncols: int = 1):
+    fig = Figure(figsize=(width, height))
+    axes = fig.subplots(1, ncols)
+    return fig, axes
 
 
 def td_loss_curves(curves: Mapping[str, Sequence[float]], title: str = "TD loss per head") -> Figure:
     """One line per head, log scale, x = training step."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    fig, ax = _figure(6.4, 3.6)
     for name, values in curves.items():
         ax.plot(np.arange(1, len(values) + 1), values, label=name, lw=1)
     ax.set(xlabel="critic step", ylabel="TD loss (minibatch)", yscale="log", title=title)
@@ -38,7 +55,7 @@ def td_loss_curves(curves: Mapping[str, Sequence[float]], title: str = "TD loss 
 
 def pid_trajectories(demo: Mapping) -> Figure:
     """phi_t and spent fraction vs plan for one campaign under two constant actions."""
-    fig, (ax_phi, ax_spend) = plt.subplots(1, 2, figsize=(9.6, 3.6))
+    fig, (ax_phi, ax_spend) = _figure(9.6, 3.6, 2)
     for action, trace in demo["traces"].items():
         ax_phi.step(range(len(trace["phi"])), trace["phi"], where="post", label=f"action {action}")
         ax_spend.plot(trace["spent_fraction"], label=f"action {action}")
@@ -53,7 +70,7 @@ def pid_trajectories(demo: Mapping) -> Figure:
 
 def action_distribution(mean_probs: Sequence[float], labels: Sequence[str]) -> Figure:
     """Mean probability of each action over held-out states."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    fig, ax = _figure(6.4, 3.2)
     ax.bar(range(len(mean_probs)), mean_probs)
     ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right", fontsize=8)
     ax.set(ylabel="mean pi(a|s)", title="learned policy: action distribution (held-out states)")
@@ -67,7 +84,7 @@ def estimate_vs_truth(rows: Mapping[str, Mapping[str, Sequence[float]]], title: 
     ``rows[policy] = {"ips": [...], "true_value": [...]}``, one entry per seed
     (spread = std across seeds) or one entry with ``*_se`` error bars.
     """
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    fig, ax = _figure(6.4, 3.6)
     names = list(rows)
     x = np.arange(len(names))
     for offset, key, label in ((-0.18, "ips", "ordinary IPS (held-out log)"), (0.18, "true_value", "simulated truth")):
@@ -84,7 +101,7 @@ def estimate_vs_truth(rows: Mapping[str, Mapping[str, Sequence[float]]], title: 
 
 def arm_comparison(values: Mapping[str, Sequence[float]], *, ylabel: str, title: str) -> Figure:
     """Per arm: each seed's value as a dot, and the mean with a +-1 std bar."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    fig, ax = _figure(6.4, 3.6)
     for i, (arm, ys) in enumerate(values.items()):
         ys = np.asarray(ys, dtype=float)
         ax.errorbar(i, ys.mean(), yerr=ys.std(ddof=1) if ys.size > 1 else 0.0, fmt="s", color="k", capsize=6)
@@ -98,7 +115,7 @@ def arm_comparison(values: Mapping[str, Sequence[float]], *, ylabel: str, title:
 def curves_across_seeds(curves: Mapping[int, Sequence[float]], *, xlabel: str, ylabel: str, title: str,
                         log: bool = False) -> Figure:
     """Each seed's curve, overlaid, with the mean and a +-1 std band."""
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    fig, ax = _figure(6.4, 3.6)
     for seed, values in sorted(curves.items()):
         ax.plot(np.arange(1, len(values) + 1), values, lw=0.8, alpha=0.6, label=f"seed {seed}")
     stacked = np.asarray([list(v) for v in curves.values()], dtype=float)

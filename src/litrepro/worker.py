@@ -34,12 +34,14 @@ _VOLATILE = ("start_time", "end_time", "duration")
 
 
 def clean_notebook(nb: nbformat.NotebookNode, *, input_path: str, output_path: str) -> nbformat.NotebookNode:
-    """Drop timestamps and durations; keep paths repository-relative."""
+    """Drop timestamps and durations, fix papermill's random cell id; keep paths repository-relative."""
     pm = nb.metadata.get("papermill", {})
     for key in _VOLATILE:
         pm.pop(key, None)
     pm.update(input_path=input_path, output_path=output_path)
     for cell in nb.cells:
+        if "injected-parameters" in cell.metadata.get("tags", []):
+            cell["id"] = "injected-parameters"
         cell.metadata.pop("execution", None)
         for key in _VOLATILE:
             cell.metadata.get("papermill", {}).pop(key, None)

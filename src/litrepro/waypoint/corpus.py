@@ -138,6 +138,8 @@ def oversize_refused_before_read(path: Path, size_limit: int) -> bool:
         load(path, expected_sha256="", max_bytes=size_limit, train_end=1, validation_end=2, opener=counting_open)
     except CorpusTooLarge:
         return not opened
+    except CorpusError:  # read, then failed later: the size guard did not act
+        return False
     return False
 
 

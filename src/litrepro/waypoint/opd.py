@@ -87,7 +87,7 @@ def straightness_gate(lp: Tensor) -> Tensor:
     l0, lm, lf = lp[0], lp[1], lp[2]
     path = (lm - l0).abs() + (lf - lm).abs()                                 # length of the waypoint path
     chord = (lf - l0).abs()                                                  # straight-line distance
-    return torch.where(path > 0, chord / torch.where(path > 0, path, 1.0), 1.0)
+    return torch.where(path > 0, chord / torch.where(path > 0, path, 1.0), 1.0).clamp(max=1.0)
 
 
 def compute_gate(kind: str, lp: Tensor) -> Tensor:

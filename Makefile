@@ -1,0 +1,48 @@
+# litrepro: two commands do all the set-up on a fresh machine.
+#   make reproduce   executes every method's notebook for seeds 42, 43, 44 into rendered/
+#   make test        the whole test suite, nbval over the rendered notebooks included
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+SEEDS  ?= 42 43 44
+SHARED ?= $(abspath ../shared)
+
+# Tests and CI read the shared, verified corpus and seed files when they exist.
+ifneq ($(wildcard $(SHARED)/data/gutenberg-1524-hamlet.txt),)
+export LITREPRO_CORPUS ?= $(SHARED)/data/gutenberg-1524-hamlet.txt
+endif
+ifneq ($(wildcard $(SHARED)/seeds),)
+export LITREPRO_SEEDS_DIR ?= $(SHARED)/seeds
+endif
+export MPLBACKEND ?= Agg
+
+NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+.PHONY: install reproduce test lab bench corpus clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml requirements.lock
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+corpus: install
+	@if [ -z "$$LITREPRO_CORPUS" ]; then $(BIN)/python -m litrepro fetch-corpus; fi
+
+reproduce: corpus
+	$(BIN)/python -m litrepro run --seeds $(SEEDS) --force
+
+test: install
+	$(BIN)/python -m pytest tests $(NBVAL) rendered
+
+lab: install
+	$(BIN)/jupyter lab notebooks/
+
+bench: install
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

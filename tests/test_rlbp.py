@@ -1,0 +1,250 @@
+"""Unit tests of the pinterest_rlbp mechanisms: hand cases, limits, reference loops."""
+
+from __future__ import annotations
+
+import math
+import socket
+
+import pytest
+import torch
+
+from litrepro.guard import OfflineGuard, OfflineViolation
+from litrepro.rlbp import experiment as ex
+from litrepro.rlbp import fixtures
+from litrepro.rlbp.actor import row_mass_error, support_is_exact_top_k, top_k_policy
+from litrepro.rlbp.config import RLBPConfig
+from litrepro.rlbp.critic import backup_reference, backup_targets
+from litrepro.rlbp.ope import ips_reference, ordinary_ips, snips
+from litrepro.rlbp.pid import action_grid, actions_are_bounded, pid_terms
+from litrepro.rlbp.reward import cpc_reduction, smoothed_cpc, total_reward
+from litrepro.rlbp.simulator import draw_day, simulate_day
+
+F64 = torch.float64
+
+
+# --- PID ----------------------------------------------------------------------------------
+
+def test_pid_terms_hand_case():
+    p, i, d = pid_terms(torch.tensor([1.0, 2.0, 4.0]), 1.0, 1.0, 1.0, 1.0)
+    assert p.tolist() == [1.0, 2.0, 4.0]
+    assert i.tolist() == [1.0, 3.0, 7.0]
+    assert d.tolist() == [0.0, 1.0, 2.0]          # e_{-1} := e_0: no derivative kick
+
+
+def test_pid_terms_batched_matches_reference_loop():
+    g = torch.Generator().manual_seed(0)
+    errors = torch.randn(5, 12, generator=g, dtype=F64)
+    kp, ki = torch.rand(5, 12, generator=g, dtype=F64), torch.rand(5, 12, generator=g, dtype=F64)
+    kd, dt = 0.3, 0.25
+    p, i, d = pid_terms(errors, kp, ki, kd, dt)
+    for b in range(5):
+        total, prev = 0.0, float(errors[b, 0])
+        for t in range(12):
+            e = float(errors[b, t])
+            total += e * dt
+            assert math.isclose(p[b, t], kp[b, t] * e, rel_tol=1e-12)
+            assert math.isclose(i[b, t], ki[b, t] * total, rel_tol=1e-12, abs_tol=1e-12)
+            assert math.isclose(d[b, t], kd * (e - prev) / dt, rel_tol=1e-12, abs_tol=1e-12)
+            prev = e
+
+
+def test_pid_terms_refuses_non_positive_dt():
+    with pytest.raises(ValueError, match="dt must be positive"):
+        pid_terms(torch.ones(3), 1.0, 1.0, 1.0, 0.0)
+
+
+def test_action_grid_is_nine_bounded_and_clipped():
+    kp, ki = action_grid(2.0, 1.0, [0.5, 1.0, 4.0], kp_bounds=(0.1, 4.0), ki_bounds=(0.05, 2.0))
+    assert kp.tolist() == [1.0] * 3 + [2.0] * 3 + [4.0] * 3       # 8.0 clipped to 4.0
+    assert ki.tolist() == [0.5, 1.0, 2.0] * 3                      # 4.0 clipped to 2.0
+    assert actions_are_bounded(kp, ki, kp_bounds=(0.1, 4.0), ki_bounds=(0.05, 2.0))
+    assert not actions_are_bounded(kp, ki, kp_bounds=(0.1, 3.0), ki_bounds=(0.05, 2.0))
+    assert not actions_are_bounded(kp[:8], ki[:8], kp_bounds=(0.1, 4.0), ki_bounds=(0.05, 2.0))
+
+
+# --- Simulator ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_world():
+    cfg = RLBPConfig(n_campaigns=12, opportunities_per_step=8, logged_days=1, eval_days=2, critic_steps=30,
+                     actor_steps=10, batch_size=32, actor_batch_size=32)
+    g = torch.Generator().manual_seed(3)
+    return ex.build_world(cfg, g, torch.device("cpu")), g
+
+
+def test_controller_d_term_matches_pid_terms(small_world):
+    world, g = small_world
+    log = ex.pid_demo(world, g, actions=(0, 8))["logs"][8]
+    assert ex.derivative_gain_error(log, world.cfg.kd, world.cfg.steps_per_day) == 0.0
+    # The check can fail: a controller with a derivative kick (e_{-1} := 0) would differ.
+    kicked = pid_terms(torch.cat([torch.zeros(12, 1, dtype=F64), log.errors.T], 1), 1.0, 1.0, world.cfg.kd,
+                       1 / 24)[2][:, 1:]
+    assert (kicked - log.d_term.T).abs().max() > 0 or (log.errors[0] == 0).all()
+
+
+def test_batched_simulation_matches_one_campaign_at_a_time(small_world):
+    """The vectorised day equals simulating each campaign alone (no cross-campaign leakage)."""
+    world, g = small_world
+    draws = draw_day(world.campaigns, world.cfg.opportunities_per_step, torch.Generator().manual_seed(5))
+    policy = ex.constant_policy(2)
+    batched = simulate_day(world.campaigns, draws, policy, world.settings, g)
+    for c in (0, 7):
+        one = type(world.campaigns)(*(getattr(world.campaigns, f)[..., c:c + 1]
+                                      for f in world.campaigns.__dataclass_fields__))
+        one_draws = type(draws)(*(getattr(draws, f)[:, c:c + 1] for f in draws.__dataclass_fields__))
+        alone = simulate_day(one, one_draws, policy, world.settings, g)
+        assert torch.equal(alone.value_reward[:, 0], batched.value_reward[:, c])
+        assert torch.equal(alone.phi[:, 0], batched.phi[:, c])
+
+
+def test_simulation_is_deterministic_given_the_seed(small_world):
+    world, _ = small_world
+    runs = []
+    for _ in range(2):
+        g = torch.Generator().manual_seed(11)
+        draws = draw_day(world.campaigns, world.cfg.opportunities_per_step, g)
+        runs.append(simulate_day(world.campaigns, draws, ex.behaviour_policy(1.0), world.settings, g))
+    assert torch.equal(runs[0].actions, runs[1].actions) and torch.equal(runs[0].cpc, runs[1].cpc)
+
+
+def test_budget_is_respected_up_to_the_last_step(small_world):
+    world, g = small_world
+    draws = draw_day(world.campaigns, world.cfg.opportunities_per_step, g)
+    log = simulate_day(world.campaigns, draws, ex.constant_policy(8), world.settings, g)
+    spent_before_last = torch.cat([torch.zeros(1, 12, dtype=F64), log.spent_fraction[:-1]])
+    # A campaign may only keep spending while it is under budget at the start of a step.
+    assert ((log.spent_fraction > spent_before_last) <= (spent_before_last < 1.0)).all()
+
+
+def test_behaviour_propensities(small_world):
+    _, g = small_world
+    state = torch.zeros(4000, 6, dtype=F64)
+    action, prob = ex.behaviour_policy(0.3)(state, g)
+    expected = torch.where(action == ex.FIXED_GAIN_ACTION, 0.3 / 9 + 0.7, 0.3 / 9).to(F64)
+    assert torch.allclose(prob, expected)
+    assert abs(float((action == ex.FIXED_GAIN_ACTION).double().mean()) - (0.3 / 9 + 0.7)) < 0.03
+
+
+# --- Reward -------------------------------------------------------------------------------
+
+def test_cpc_reduction_is_signed_not_absolute():
+    tau = torch.tensor([1.0, 1.0])
+    assert cpc_reduction(torch.tensor([1.5, 0.5]), tau).tolist() == [-0.5, 0.5]
+    assert total_reward(torch.tensor(0.8), torch.tensor(1.5), torch.tensor(1.0), 2.0).item() == pytest.approx(-0.2)
+    assert fixtures.cpc_sign_fixture(1.0)["CPC_reduction_retains_negative_sign"]
+
+
+def test_smoothed_cpc_defined_without_clicks():
+    cpc = smoothed_cpc(torch.tensor([0.0, 10.0]), torch.tensor([0.0, 0.0]), torch.tensor([2.0, 2.0]), 1.0)
+    assert cpc.tolist() == [2.0, 12.0]
+
+
+# --- Critic -------------------------------------------------------------------------------
+
+def test_backup_matches_reference_loop_on_random_batch():
+    g = torch.Generator().manual_seed(1)
+    args = (torch.randn(16, generator=g, dtype=F64), torch.randn(16, generator=g, dtype=F64),
+            torch.randn(16, 9, generator=g, dtype=F64), torch.randn(16, 9, generator=g, dtype=F64),
+            (torch.rand(16, generator=g) < 0.3).to(F64))
+    y_v, y_c = backup_targets(*args, 0.9)
+    ref_v, ref_c = backup_reference(*args, 0.9)
+    assert torch.allclose(y_v, torch.tensor(ref_v, dtype=F64), rtol=0, atol=1e-15)
+    assert torch.allclose(y_c, torch.tensor(ref_c, dtype=F64), rtol=0, atol=1e-15)
+    assert (y_v >= args[0] + 0.9 * (1 - args[4]) * args[2].min(1).values).all()
+
+
+def test_backup_fixture_values():
+    out = fixtures.backup_fixture()
+    assert out == {"max_min_backup_error": 0.0, "wrong_cpc_max_backup_gap": 70.0, "opposite_backup_directions": True}
+
+
+def test_terminal_transitions_do_not_bootstrap():
+    y_v, y_c = backup_targets(torch.tensor([1.0]), torch.tensor([2.0]), torch.full((1, 9), 100.0),
+                              torch.full((1, 9), -100.0), torch.tensor([1.0]), 0.9)
+    assert (y_v.item(), y_c.item()) == (1.0, 2.0)
+
+
+def test_critic_training_is_a_real_regression():
+    cfg = RLBPConfig(n_campaigns=32, opportunities_per_step=8, logged_days=2, critic_steps=200, batch_size=64)
+    g = torch.Generator().manual_seed(2)
+    world = ex.build_world(cfg, g, torch.device("cpu"))
+    data = ex.collect_logged_data(world, g)
+    critic, report = ex.fit_critic(world, data, g)
+    assert report["parameter_change"] > 0
+    assert len(report["td_loss_value"]) == world.cfg.critic_steps
+    assert ex.reward_regression_update(report, data["train"])
+
+
+# --- Fusion, actor ------------------------------------------------------------------------
+
+def test_fusion_changes_preference_only_with_positive_lambda():
+    assert fixtures.fusion_fixture(1.0)["fusion_changes_preference"]
+    assert not fixtures.fusion_fixture(0.0)["fusion_changes_preference"]
+
+
+@pytest.mark.parametrize("k", [1, 3, 9])
+def test_top_k_policy_support_and_mass(k):
+    logits = torch.randn(50, 9, generator=torch.Generator().manual_seed(k), dtype=F64)
+    probs = top_k_policy(logits, k)
+    assert ((probs > 0).sum(-1) == k).all()
+    assert support_is_exact_top_k(probs, logits, k)
+    assert row_mass_error(probs) < 1e-12
+    if k == 9:
+        assert torch.allclose(probs, torch.softmax(logits, -1))
+    if k == 1:
+        assert torch.equal(probs.argmax(-1), logits.argmax(-1)) and (probs.max(-1).values == 1).all()
+
+
+def test_top_k_check_detects_a_wrong_support():
+    logits = torch.tensor([[3.0, 2.0, 1.0, 0.0, 0, 0, 0, 0, 0]], dtype=F64)
+    wrong = torch.zeros(1, 9, dtype=F64)
+    wrong[0, [0, 1, 3]] = 1 / 3                                     # keeps action 3 instead of 2
+    assert not support_is_exact_top_k(wrong, logits, 3)
+    with pytest.raises(ValueError, match="top_k"):
+        top_k_policy(logits, 0)
+
+
+# --- OPE ----------------------------------------------------------------------------------
+
+def test_ordinary_ips_hand_case_and_not_snips():
+    f = fixtures.IPS_FIXTURE
+    ips = ordinary_ips(f["reward"], f["target_prob"], f["logging_prob"]).item()
+    assert ips == pytest.approx(0.8, abs=1e-15)
+    assert snips(f["reward"], f["target_prob"], f["logging_prob"]).item() == pytest.approx(2.4 / 2.7)
+    assert fixtures.ips_fixture()["ordinary_IPS_not_self_normalized"]
+
+
+def test_ordinary_ips_matches_reference_loop():
+    g = torch.Generator().manual_seed(4)
+    r, pi, mu = torch.randn(1000, generator=g, dtype=F64), torch.rand(1000, generator=g, dtype=F64), \
+        torch.rand(1000, generator=g, dtype=F64) + 0.05
+    assert abs(ordinary_ips(r, pi, mu).item() - ips_reference(r.tolist(), pi.tolist(), mu.tolist())) < 1e-12
+
+
+def test_ips_on_policy_equals_the_mean_reward():
+    r = torch.tensor([1.0, 2.0, 3.0], dtype=F64)
+    p = torch.full((3,), 0.25, dtype=F64)
+    assert ordinary_ips(r, p, p).item() == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("mu, message", [
+    ([0.5, 0.0, 0.5], "logging_prob must be > 0, got 0.0 at index 1"),
+    ([0.5, -0.1, 0.5], "logging_prob must be > 0, got -0.1 at index 1"),
+    ([0.5, float("nan"), 0.5], "logging_prob contains NaN at index 1"),
+    ([0.5, 0.5], "equal length"),
+])
+def test_ordinary_ips_refuses_bad_propensities(mu, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        ordinary_ips([1.0, 1.0, 1.0], [0.5, 0.5, 0.5], mu)
+
+
+# --- Offline guard ------------------------------------------------------------------------
+
+def test_offline_guard_counts_and_refuses():
+    with OfflineGuard() as guard:
+        with pytest.raises(OfflineViolation):
+            socket.create_connection(("127.0.0.1", 9), timeout=1)
+        with pytest.raises(OfflineViolation):
+            torch.hub.load_state_dict_from_url("https://example.invalid/w.pt")
+    assert (guard.network_calls, guard.pretrained_model_calls, guard.clean) == (1, 1, False)
+    assert socket.socket.connect is not None and torch.hub.load_state_dict_from_url.__name__ != "refuse_hub"
