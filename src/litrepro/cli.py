@@ -90,9 +90,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--force", action="store_true", help="rerun seeds whose outputs are current")
     run.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=V[,V...]",
                      help="parameter override; several values sweep their product")
+    run.add_argument("--scheduler", default="local",
+                     help="local (worker processes, default), dask (a local Dask cluster) or tcp://HOST:PORT")
     run.add_argument("--retries", type=int, default=0, help="re-run lost jobs up to this many times")
     run.add_argument("--retry-failed", action="store_true", help="with --retries, also re-run failed notebooks")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.add_argument("--no-summary-notebook", action="store_true", help="skip executing notebooks/summary.ipynb")
     fetch = sub.add_parser("fetch-corpus", help="download and verify the Hamlet corpus into the user cache")
     fetch.add_argument("--dest", type=Path, default=None, help="target file (default: the user cache)")
     return parser
@@ -107,17 +110,31 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--jobs must be >= 1, got {args.jobs}")
     seeds = parse_seeds(args.seeds)
     points = sweep_points(args.settings, args.methods)
+    if not (args.scheduler in ("local", "dask") or args.scheduler.startswith("tcp://")):
+        raise UsageError(f"--scheduler {args.scheduler!r}: expected local, dask or tcp://HOST:PORT")
     _check_writable(args.out)
     jobs = [runner.Job(m, s, runner.variant_dir(args.out, m, p), args.device, p)
             for m in args.methods for p in points[m] for s in seeds]
     with runner.output_lock(args.out):
+        runner.remove_stale_scratch(args.out)
         todo = [j for j in jobs if args.force or not runner.is_fresh(j)]
         skipped = len(jobs) - len(todo)
         if skipped:
             print(f"skipping {skipped} job(s) whose outputs are current (use --force to rerun)", file=sys.stderr)
-        outcomes = runner.execute_jobs(todo, workers=args.jobs, retries=args.retries,
-                                       retry_failed=args.retry_failed, progress=not args.no_progress)
+        submit, close = runner.run_local, None
+        if args.scheduler != "local" and todo:
+            from litrepro.scheduler import dask_submitter
+
+            submit, close = dask_submitter(args.scheduler, args.jobs)
+        try:
+            outcomes = runner.execute_jobs(todo, workers=args.jobs, retries=args.retries, submit=submit,
+                                           retry_failed=args.retry_failed, progress=not args.no_progress)
+        finally:
+            if close:
+                close()
         runner.write_summaries(jobs)
+        if not args.no_summary_notebook:
+            runner.render_summary_notebook(args.out)
     bad = [o for o in outcomes if o["status"] != "ok"]
     for o in bad:
         where = f" (notebook {o['notebook']}, cell {o['cell']})" if o.get("notebook") else ""

@@ -13,8 +13,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -41,9 +43,10 @@ class Job:
         tag = ",".join(f"{k}={v}" for k, v in sorted(self.overrides.items()))
         return f"{self.method}[{tag}] seed {self.seed}" if tag else f"{self.method} seed {self.seed}"
 
-    def payload(self) -> dict[str, Any]:
-        return {"method_name": self.method, "seed": self.seed, "out_dir": str(self.out_dir),
-                "device": self.device, "overrides": self.overrides}
+    def payload(self, out_dir: Path | None = None) -> dict[str, Any]:
+        """Arguments of :func:`litrepro.worker.execute`; ``out_dir`` redirects the files (Dask scratch)."""
+        return {"method_name": self.method, "seed": self.seed, "out_dir": str(out_dir or self.out_dir),
+                "label_dir": str(self.out_dir), "device": self.device, "overrides": self.overrides}
 
 
 def variant_dir(out: Path, method: str, overrides: dict[str, Any]) -> Path:
@@ -84,9 +87,20 @@ def output_lock(out: Path) -> Iterator[None]:
         handle.close()
 
 
-def run_local(job: Job) -> dict[str, Any]:
+def remove_stale_scratch(out: Path) -> int:
+    """Delete scratch left by a killed run (``.tmp-*`` folders, ``.*.tmp`` files); call under the lock."""
+    stale = [p for p in out.rglob(".tmp-*") if p.is_dir()] + list(out.rglob(".*.tmp"))
+    for path in stale:
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    return len(stale)
+
+
+def run_local(job: Job, out_dir: Path | None = None) -> dict[str, Any]:
     """Run ``job`` in a fresh worker process; a killed worker is reported as ``lost``."""
-    proc = subprocess.run([sys.executable, "-m", "litrepro.worker", json.dumps(job.payload())],
+    proc = subprocess.run([sys.executable, "-m", "litrepro.worker", json.dumps(job.payload(out_dir))],
                           capture_output=True, text=True)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if lines:
@@ -149,3 +163,29 @@ def write_summaries(jobs: list[Job]) -> list[Path]:
         for name, fig in methods.get(method).plot_function()(results).items():
             save_png(fig, folder / name)
     return written
+
+
+def render_summary_notebook(out: Path) -> Path | None:
+    """Execute ``notebooks/summary.ipynb`` over ``out`` into ``out/summary.ipynb`` and ``out/summary.html``."""
+    import nbformat
+    import papermill as pm
+    from nbconvert import HTMLExporter
+
+    from litrepro.paths import NOTEBOOKS, ROOT, relative
+    from litrepro.worker import clean_notebook
+
+    if not any((out / name).glob("seed-*.json") for name in methods.METHODS):
+        return None
+    source = NOTEBOOKS / "summary.ipynb"
+    results_dir = relative(out) if out.resolve().is_relative_to(ROOT) else str(out.resolve())
+    with tempfile.TemporaryDirectory(dir=out, prefix=".tmp-summary-") as tmp:
+        executed = Path(tmp) / "summary.ipynb"
+        pm.execute_notebook(str(source), str(executed), parameters={"results_dir": results_dir},
+                            kernel_name="python3", progress_bar=False, cwd=str(NOTEBOOKS))
+        nb = clean_notebook(nbformat.read(executed, as_version=4), input_path=relative(source),
+                            output_path=relative(out / "summary.ipynb"))
+    text = nbformat.writes(nb)
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    atomic.write_text(out / "summary.ipynb", text)
+    atomic.write_text(out / "summary.html", html)
+    return out / "summary.ipynb"

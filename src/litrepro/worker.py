@@ -17,8 +17,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,22 @@ from litrepro.provenance import package_versions, sha256_file, source_hashes
 from litrepro.report import RESULT_ENV
 
 _VOLATILE = ("start_time", "end_time", "duration")
+#: Fault injection for the fault tests: ``<where>:<method>:<seed>[:<once-file>]`` makes the process at
+#: ``where`` (``worker``: the job's worker process, ``dask``: the Dask worker) die by SIGKILL when it
+#: starts that job; with a once-file, only the first time (the file records that it happened).
+FAULT_ENV = "LITREPRO_TEST_FAULT"
+
+
+def maybe_die(where: str, method: str, seed: int) -> None:
+    spec = os.environ.get(FAULT_ENV, "").split(":")
+    if spec[:3] != [where, method, str(seed)]:
+        return
+    if len(spec) > 3:
+        once = Path(spec[3])
+        if once.exists():
+            return
+        once.touch()
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def clean_notebook(nb: nbformat.NotebookNode, *, input_path: str, output_path: str) -> nbformat.NotebookNode:
@@ -63,16 +81,25 @@ def output_paths(out_dir: Path, seed: int) -> dict[str, Path]:
 
 
 def execute(method_name: str, seed: int, out_dir: str, device: str | None = None,
-            overrides: dict[str, Any] | None = None, kernel_name: str = "python3") -> dict[str, Any]:
-    """Run one job; returns ``{"status": "ok" | "failed", ...}`` (never raises for a notebook error)."""
+            overrides: dict[str, Any] | None = None, kernel_name: str = "python3",
+            label_dir: str | None = None) -> dict[str, Any]:
+    """Run one job; returns ``{"status": "ok" | "failed", ...}`` (never raises for a notebook error).
+
+    ``label_dir`` is the folder the outputs will finally live in, when that is not
+    ``out_dir`` (a Dask worker executes into a scratch folder); the notebook's
+    recorded paths and the reported paths use it.
+    """
     import papermill as pm
 
+    maybe_die("worker", method_name, seed)
+    started = time.perf_counter()
     method = methods.get(method_name)
     params = job_parameters(method, seed, device, overrides or {})
     defaults = methods.notebook_defaults(method.notebook)
     inject = {k: v for k, v in params.items() if k in ("seed", "device") or defaults.get(k) != v}
     out = Path(out_dir)
     paths = output_paths(out, seed)
+    shown = output_paths(Path(label_dir) if label_dir else out, seed)
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out, prefix=f".tmp-seed-{seed}-"))
     executed = tmp / paths["notebook"].name
@@ -83,13 +110,14 @@ def execute(method_name: str, seed: int, out_dir: str, device: str | None = None
                                 progress_bar=False, log_output=False, cwd=str(NOTEBOOKS))
         except pm.PapermillExecutionError as err:
             nb = clean_notebook(nbformat.read(executed, as_version=4), input_path=relative(method.notebook),
-                                output_path=relative(paths["failed"]))
+                                output_path=relative(shown["failed"]))
             atomic.write_text(paths["failed"], nbformat.writes(nb))
-            return {"status": "failed", "method": method_name, "seed": seed, "notebook": relative(paths["failed"]),
+            return {"status": "failed", "method": method_name, "seed": seed, "notebook": relative(shown["failed"]),
                     "cell": err.exec_count, "error": f"{err.ename}: {err.evalue}".strip()}
         except Exception as err:  # the kernel died or could not start: no notebook to keep
             return {"status": "failed", "method": method_name, "seed": seed, "notebook": None,
                     "cell": None, "error": f"{type(err).__name__}: {err}".strip()}
+        executed_at = time.perf_counter()
         results = json.loads((tmp / "result.json").read_text())
         results["provenance"] = {
             "source_sha256": source_hashes(method_name),
@@ -98,11 +126,12 @@ def execute(method_name: str, seed: int, out_dir: str, device: str | None = None
             "packages": package_versions(),
         }
         nb = clean_notebook(nbformat.read(executed, as_version=4), input_path=relative(method.notebook),
-                            output_path=relative(paths["notebook"]))
+                            output_path=relative(shown["notebook"]))
         atomic.write_text(paths["notebook"], nbformat.writes(nb))
         atomic.write_json(paths["json"], results)
         paths["failed"].unlink(missing_ok=True)
-        return {"status": "ok", "method": method_name, "seed": seed, "json": relative(paths["json"])}
+        return {"status": "ok", "method": method_name, "seed": seed, "json": relative(shown["json"]),
+                "timings": {"execute_s": executed_at - started, "publish_s": time.perf_counter() - executed_at}}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

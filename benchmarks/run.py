@@ -1,0 +1,74 @@
+"""``make bench``: every benchmark, side by side, into ``rendered/benchmarks.json``.
+
+    python benchmarks/run.py [--repeats 3] [--device cpu] [--quick]
+
+Prints the medians and the ratios the project tracks:
+(a)/(c) (runner overhead over plain scripts, goal <= 1.25) and (b)/(a)
+(speed-up over sequential papermill calls, goal >= 1.8), the per-notebook
+time split, the simulator's speed-up over a per-campaign loop and the
+batched-waypoint speed-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import reproduction  # noqa: E402
+import scaling  # noqa: E402
+
+from litrepro import atomic  # noqa: E402
+from litrepro.paths import RENDERED  # noqa: E402
+
+
+def notebook_split(repeats: int, device: str) -> dict:
+    out = subprocess.run([sys.executable, str(Path(__file__).parent / "notebook_time.py"), "--repeats", str(repeats),
+                          "--device", device], check=True, capture_output=True, text=True).stdout
+    import json
+
+    return json.loads(out.strip().splitlines()[-1])["medians"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--quick", action="store_true", help="one repeat, small sizes (a smoke run)")
+    args = parser.parse_args()
+    repeats = 1 if args.quick else args.repeats
+    sys.argv = [sys.argv[0], "--device", args.device, "--repeats", str(repeats)] + (["--quick"] if args.quick else [])
+    result = {"machine": {"cores": __import__("os").cpu_count(), "python": platform.python_version(),
+                          "processor": platform.machine()},
+              "reproduction": reproduction.main(repeats),
+              "notebook_split": notebook_split(repeats, args.device),
+              "scaling": scaling.main()}
+    atomic.write_json(RENDERED / "benchmarks.json", result)
+
+    rep = result["reproduction"]
+    print("\n== whole reproduction: 2 methods x 3 seeds (median seconds) ==")
+    for key, value in rep["median_s"].items():
+        print(f"  {key:28} {value:8.1f}")
+    print(f"  (a)/(c) = {rep['ratio_a_over_c']:.2f}   (goal <= 1.25)")
+    print(f"  (b)/(a) = {rep['ratio_b_over_a']:.2f}   (goal >= 1.8)")
+    print("\n== one notebook: where the time goes (median seconds) ==")
+    for method, row in result["notebook_split"].items():
+        print(f"  {method:16} " + ", ".join(f"{k} {v}" for k, v in row.items()))
+    print("\n== simulator: campaign-steps per second ==")
+    for row in result["scaling"]["simulator"]:
+        extra = f", loop {row['loop_campaign_steps_per_s']:.3g}/s, speed-up {row['speedup_vs_loop']:.0f}x" \
+            if "speedup_vs_loop" in row else ""
+        print(f"  {row['campaigns']:>7} campaigns: {row['vectorised_campaign_steps_per_s']:.3g}/s{extra}")
+    print("\n== waypoint OPD: rollout-and-score tokens per second ==")
+    for row in result["scaling"]["waypoint"]:
+        print(f"  {row['rollouts']:>5} rollouts: batched {row['tokens_per_s_batched']:.3g}/s, three passes "
+              f"{row['tokens_per_s_three_passes']:.3g}/s, scoring speed-up {row['waypoint_scoring_speedup']:.2f}x")
+    print(f"\nwritten to {RENDERED / 'benchmarks.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""Faults: killed runs, concurrent runs, dying workers, Dask scale-out. Real processes, real signals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import TINY, run_cli
+from litrepro import runner
+from litrepro.paths import ROOT
+
+SETS = [a for s in TINY["pinterest_rlbp"] for a in ("--set", s)]
+FOLDER = ",".join(sorted(TINY["pinterest_rlbp"]))
+
+
+def _args(out, *seeds, extra=()):
+    return ["run", "--methods", "pinterest_rlbp", "--seeds", *map(str, seeds), "--out", str(out), "--no-progress",
+            "--no-summary-notebook", *SETS, *extra]
+
+
+@pytest.fixture(scope="module")
+def done_seed(tmp_path_factory):
+    """An output folder where seed 5 is complete."""
+    out = tmp_path_factory.mktemp("faults")
+    proc = run_cli(*_args(out, 5))
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _outputs(out):
+    return {p.name: p.read_bytes() for p in (out / "pinterest_rlbp" / FOLDER).glob("seed-*")}
+
+
+def test_sigkill_mid_notebook_leaves_no_partial_output_and_resumes(done_seed):
+    out = done_seed
+    before = _outputs(out)
+    proc = subprocess.Popen([sys.executable, "-m", "litrepro", *_args(out, 5, 6, extra=["--force"])],
+                            cwd=ROOT.parent, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    folder = out / "pinterest_rlbp" / FOLDER
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(folder.glob(".tmp-seed-6-*/*.ipynb")):
+        time.sleep(0.05)            # papermill has started writing seed 6's notebook: mid-notebook
+    assert list(folder.glob(".tmp-seed-6-*")), "the run never reached seed 6"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    after = _outputs(out)
+    assert "seed-6.json" not in after and "seed-6.ipynb" not in after
+    for name, data in after.items():                      # what exists is whole
+        if name.endswith(".json"):
+            assert json.loads(data)["seed"] == 5
+    assert after["seed-5.json"] == before["seed-5.json"]    # untouched, or atomically replaced by identical bytes
+    resumed = run_cli(*_args(out, 5, 6))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "skipping 1 job" in resumed.stderr and "1 ran" in resumed.stderr   # only the missing seed reran
+    assert {"seed-5.json", "seed-6.json", "seed-6.ipynb"} <= set(_outputs(out))
+    assert not list(folder.glob(".tmp-*")) and not list(folder.glob(".*.tmp"))
+
+
+def test_second_run_on_the_same_out_is_refused(tmp_path):
+    with runner.output_lock(tmp_path):
+        proc = run_cli(*_args(tmp_path, 5))
+    assert proc.returncode == 2
+    assert "another 'litrepro run' is writing to" in proc.stderr
+    assert not (tmp_path / "pinterest_rlbp").exists()
+
+
+def test_dying_worker_is_reported_and_others_finish(done_seed, tmp_path):
+    proc = run_cli(*_args(done_seed, 5, 6, extra=["--force"]), env={"LITREPRO_TEST_FAULT": "worker:pinterest_rlbp:6"})
+    assert proc.returncode == 1
+    assert "LOST: pinterest_rlbp[" in proc.stderr and "seed 6" in proc.stderr and "killed by signal 9" in proc.stderr
+    assert "1 ran" in proc.stderr                       # seed 5 finished
+
+
+def test_retries_rerun_a_lost_job(done_seed, tmp_path):
+    once = tmp_path / "died-once"
+    proc = run_cli(*_args(done_seed, 6, extra=["--force", "--retries", "1"]),
+                   env={"LITREPRO_TEST_FAULT": f"worker:pinterest_rlbp:6:{once}"})
+    assert proc.returncode == 0, proc.stderr
+    assert once.exists()                                # it did die once
+
+
+def test_lost_and_failed_are_retried_only_as_asked():
+    calls = []
+
+    def submit(job):
+        calls.append(job.seed)
+        status = {1: "lost", 2: "failed"}.get(job.seed, "ok")
+        return {"status": status, "method": job.method, "seed": job.seed, "error": "x"}
+
+    jobs = [runner.Job("pinterest_rlbp", s, ROOT) for s in (1, 2, 3)]
+    out = runner.execute_jobs(jobs, workers=2, retries=2, submit=submit, progress=False)
+    assert sorted(calls) == [1, 1, 1, 2, 3] and [o["status"] for o in out] == ["lost", "failed", "ok"]
+    calls.clear()
+    runner.execute_jobs(jobs, workers=2, retries=1, retry_failed=True, submit=submit, progress=False)
+    assert sorted(calls) == [1, 1, 2, 2, 3]
+
+    def raising(job):
+        raise RuntimeError("worker connection lost")
+
+    lost = runner.execute_jobs(jobs[:1], workers=1, submit=raising, progress=False)
+    assert lost[0]["status"] == "lost" and "worker connection lost" in lost[0]["error"]
+
+
+def test_dask_local_cluster_matches_a_local_run(done_seed, tmp_path):
+    pytest.importorskip("dask.distributed")
+    proc = run_cli(*_args(tmp_path, 5, extra=["--scheduler", "dask", "--jobs", "2"]))
+    assert proc.returncode == 0, proc.stderr
+    dask_result = json.loads((tmp_path / "pinterest_rlbp" / FOLDER / "seed-5.json").read_text())
+    local_result = json.loads((done_seed / "pinterest_rlbp" / FOLDER / "seed-5.json").read_text())
+    for key in ("metrics", "checks", "curves", "beyond_seed_metrics", "dataset_fingerprint"):
+        assert dask_result[key] == local_result[key], key
+
+
+def test_dask_worker_lost_mid_job_is_rescheduled(tmp_path):
+    pytest.importorskip("dask.distributed")
+    once = tmp_path / "dask-died-once"
+    proc = run_cli(*_args(tmp_path / "out", 5, extra=["--scheduler", "dask", "--jobs", "2"]),
+                   env={"LITREPRO_TEST_FAULT": f"dask:pinterest_rlbp:5:{once}"})
+    assert once.exists() and proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out" / "pinterest_rlbp" / FOLDER / "seed-5.json").is_file()
+
+
+def test_unreachable_scheduler_fails_within_seconds(tmp_path):
+    pytest.importorskip("dask.distributed")
+    start = time.time()
+    proc = run_cli(*_args(tmp_path / "out", 5, extra=["--scheduler", "tcp://127.0.0.1:9"]))
+    assert proc.returncode == 2 and "cannot reach the Dask scheduler" in proc.stderr
+    assert time.time() - start < 45
+    assert not list((tmp_path / "out").rglob("seed-*"))
