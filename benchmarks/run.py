@@ -12,6 +12,8 @@ batched-waypoint speed-up.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import platform
 import subprocess
 import sys
@@ -29,8 +31,6 @@ from litrepro.paths import RENDERED  # noqa: E402
 def notebook_split(repeats: int, device: str) -> dict:
     out = subprocess.run([sys.executable, str(Path(__file__).parent / "notebook_time.py"), "--repeats", str(repeats),
                           "--device", device], check=True, capture_output=True, text=True).stdout
-    import json
-
     return json.loads(out.strip().splitlines()[-1])["medians"]
 
 
@@ -41,12 +41,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="one repeat, small sizes (a smoke run)")
     args = parser.parse_args()
     repeats = 1 if args.quick else args.repeats
-    sys.argv = [sys.argv[0], "--device", args.device, "--repeats", str(repeats)] + (["--quick"] if args.quick else [])
-    result = {"machine": {"cores": __import__("os").cpu_count(), "python": platform.python_version(),
+    result = {"machine": {"cores": os.cpu_count(), "python": platform.python_version(),
                           "processor": platform.machine()},
+              "command": "python benchmarks/run.py " + " ".join(sys.argv[1:]),
               "reproduction": reproduction.main(repeats),
               "notebook_split": notebook_split(repeats, args.device),
-              "scaling": scaling.main()}
+              "scaling": scaling.measure(args.device, repeats, args.quick)}
     atomic.write_json(RENDERED / "benchmarks.json", result)
 
     rep = result["reproduction"]

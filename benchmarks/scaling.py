@@ -107,23 +107,21 @@ def waypoint(device: torch.device, repeats: int, sizes: list[int]) -> list[dict]
     return rows
 
 
-def main() -> dict:
+def measure(device: str, repeats: int, quick: bool) -> dict:
+    """Both scaling benchmarks; one intra-op thread, as the notebooks use."""
+    torch.set_num_threads(1)
+    dev = torch.device(device)
+    sim_sizes = [100, 1000] if quick else [100, 1000, 10_000, 100_000]
+    loop_sizes = [100, 1000] if quick else [1000, 10_000]
+    wp_sizes = [64, 256] if quick else [64, 256, 1024, 4096, 8192]
+    return {"device": device, "repeats": repeats, "simulator": simulator(dev, repeats, sim_sizes, loop_sizes),
+            "waypoint": waypoint(dev, repeats, wp_sizes)}
+
+
+if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     args = parser.parse_args()
-    torch.set_num_threads(1)
-    device = torch.device(args.device)
-    sim_sizes = [100, 1000] if args.quick else [100, 1000, 10_000, 100_000]
-    loop_sizes = [100, 1000] if args.quick else [1000, 10_000]
-    wp_sizes = [64, 256] if args.quick else [64, 256, 1024, 4096, 8192]
-    result = {"device": args.device, "repeats": args.repeats,
-              "simulator": simulator(device, args.repeats, sim_sizes, loop_sizes),
-              "waypoint": waypoint(device, args.repeats, wp_sizes)}
-    print(json.dumps(result, indent=1))
-    return result
-
-
-if __name__ == "__main__":
-    main()
+    print(json.dumps(measure(args.device, args.repeats, args.quick), indent=1))

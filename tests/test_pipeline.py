@@ -14,18 +14,22 @@ from litrepro.summary import mean_std
 
 
 def _sets(method):
-    return [arg for s in TINY[method] for arg in ("--set", s)]
+    """The tiny configuration as --set flags (and no summary notebook, which one test covers)."""
+    return [arg for s in TINY[method] for arg in ("--set", s)] + ["--no-summary-notebook"]
 
 
 def _overrides(method):
     return {k: v for k, v in (s.split("=") for s in TINY[method])}
 
 
+TINY_SETS = [arg for s in TINY["pinterest_rlbp"] for arg in ("--set", s)]
+
+
 @pytest.fixture(scope="module")
 def rlbp_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
     proc = run_cli("run", "--methods", "pinterest_rlbp", "--seeds", "7,8", "--jobs", "2", "--out", str(out),
-                   "--no-progress", *_sets("pinterest_rlbp"))
+                   "--no-progress", *TINY_SETS)
     assert proc.returncode == 0, proc.stderr
     folder = next((out / "pinterest_rlbp").iterdir())
     return out, folder, proc
@@ -47,6 +51,25 @@ def test_run_writes_notebooks_json_summary_and_plots(rlbp_run):
     for name in ("td_loss_value.png", "td_loss_cpc.png", "ips_vs_truth.png"):
         assert (folder / name).stat().st_size > 1000
     assert not list(folder.glob(".tmp-*")) and not list(folder.glob("*.tmp"))
+
+
+def test_summary_notebook_and_html_are_written(rlbp_run):
+    out, _, _ = rlbp_run
+    # The summary notebook reads <out>/<method>/seed-*.json; a sweep folder is one level deeper.
+    assert not (out / "summary.ipynb").exists()
+    from litrepro.runner import render_summary_notebook
+
+    folder = next((out / "pinterest_rlbp").iterdir())
+    flat = out / "flat"
+    (flat / "pinterest_rlbp").mkdir(parents=True)
+    for p in folder.glob("seed-*.json"):
+        (flat / "pinterest_rlbp" / p.name).write_bytes(p.read_bytes())
+    assert render_summary_notebook(flat) == flat / "summary.ipynb"
+    nb = nbformat.read(flat / "summary.ipynb", as_version=4)
+    assert not [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "pinterest_rlbp: seeds [7, 8]" in text
+    assert (flat / "summary.html").stat().st_size > 10000
 
 
 def test_run_carries_every_seed_name(rlbp_run):

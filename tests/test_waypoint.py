@@ -282,3 +282,14 @@ def test_distillation_is_deterministic_and_on_policy():
         outs.append((d["history"], flat_parameters(student)))
         assert d["on_policy_gap"] < 1e-5 and d["generated_tokens"] > 0
     assert outs[0][0] == outs[1][0] and torch.equal(outs[0][1], outs[1][1])
+
+
+def test_fetch_corpus_verifies_before_writing(corpus_path, tmp_path):
+    """fetch-corpus over a file:// URL (no network in tests): verified copy written, bad hash writes nothing."""
+    dest = tmp_path / "cache" / "hamlet.txt"
+    assert corpus_mod.fetch_corpus(dest, url=corpus_path.resolve().as_uri()) == dest
+    assert hashlib.sha256(dest.read_bytes()).hexdigest() == HAMLET_SHA256
+    other = tmp_path / "other.txt"
+    with pytest.raises(corpus_mod.CorpusHashMismatch, match="nothing written"):
+        corpus_mod.fetch_corpus(other, url=corpus_path.resolve().as_uri(), expected_sha256="0" * 64)
+    assert not other.exists()

@@ -10,11 +10,17 @@ with the recorded figures, and provenance.
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+import pandas as pd
+
 from litrepro import recorded
+from litrepro.paths import ROOT
 from litrepro.provenance import package_versions, source_hashes
+from litrepro.report import fmt
 
 SCHEMA_VERSION = 2
 #: Per-seed keys copied verbatim from a seed's results when present (waypoint's audit trail).
@@ -89,13 +95,8 @@ def summarise(method: str, results: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 # --- Helpers of the cross-seed summary notebook (notebooks/summary.ipynb) -------------------
 
-def load_seed_results(results_dir, method: str) -> list[dict[str, Any]]:
+def load_seed_results(results_dir: str | Path, method: str) -> list[dict[str, Any]]:
     """Every ``<results_dir>/<method>/seed-<N>.json``, sorted by seed."""
-    import json
-    from pathlib import Path
-
-    from litrepro.paths import ROOT
-
     folder = Path(results_dir)
     folder = folder if folder.is_absolute() else ROOT / folder
     paths = sorted((folder / method).glob("seed-*.json"), key=lambda p: int(p.stem.split("-")[1]))
@@ -103,8 +104,6 @@ def load_seed_results(results_dir, method: str) -> list[dict[str, Any]]:
 
 
 def _pm(stats: Mapping[str, Any] | None, digits: int = 4) -> str:
-    from litrepro.report import fmt
-
     if not stats:
         return "-"
     std = "n/a" if stats.get("std") is None else fmt(stats["std"], 2)
@@ -113,8 +112,6 @@ def _pm(stats: Mapping[str, Any] | None, digits: int = 4) -> str:
 
 def metrics_table(method: str, results: list[Mapping[str, Any]]):
     """This run's mean ± std per metric beside the seed file's, as a DataFrame of strings."""
-    import pandas as pd
-
     ours = _aggregate([r["metrics"] for r in results])
     rec = recorded.aggregate_metrics(method)
     rows = [{"metric": n, "this run": _pm(ours.get(n)), "recorded (seed file)": _pm(rec.get(n))}
@@ -124,6 +121,4 @@ def metrics_table(method: str, results: list[Mapping[str, Any]]):
 
 def checks_per_seed(results: list[Mapping[str, Any]]):
     """One column per seed, one row per check."""
-    import pandas as pd
-
     return pd.DataFrame({f"seed {r['seed']}": {k: str(v) for k, v in r["checks"].items()} for r in results})

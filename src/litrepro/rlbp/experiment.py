@@ -6,6 +6,7 @@ cells stay short.  Section numbers match the notebook's headings.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 
@@ -271,8 +272,6 @@ def collect_results(world: World, *, critic_report: dict, actor_report: dict, da
 
 def dataset_fingerprint(data: dict) -> str:
     """sha256 over the logged transitions' bytes: identifies the synthetic data set."""
-    import hashlib
-
     digest = hashlib.sha256()
     for part in (data["train"], data["heldout"]):
         for name in part.__dataclass_fields__:
