@@ -53,7 +53,11 @@ def way_b(tmp: Path) -> None:
 def export_scripts(tmp: Path) -> list[Path]:
     scripts = []
     for m, s in jobs():
-        nb = parameterize_notebook(nbformat.read(methods.get(m).notebook, as_version=4), {"seed": s})
+        nb = nbformat.read(methods.get(m).notebook, as_version=4)
+        for cell in nb.cells:  # papermill's parameteriser expects every cell to carry a tags list
+            cell.metadata.setdefault("tags", [])
+        nb.metadata.setdefault("papermill", {})
+        nb = parameterize_notebook(nb, {"seed": s})
         source, _ = ScriptExporter().from_notebook_node(nb)
         path = tmp / f"c-{m}-{s}.py"
         path.write_text(source)

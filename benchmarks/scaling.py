@@ -23,7 +23,7 @@ from litrepro.rlbp import experiment as rlbp
 from litrepro.rlbp.config import RLBPConfig
 from litrepro.rlbp.simulator import draw_day, simulate_day
 from litrepro.waypoint.model import BytePolicy
-from litrepro.waypoint.opd import sample_rollouts, token_logps, waypoint_logps
+from litrepro.waypoint.opd import sample_rollouts, student_logps, waypoint_logps
 
 
 def median_time(fn, repeats: int) -> float:
@@ -87,13 +87,13 @@ def waypoint(device: torch.device, repeats: int, sizes: list[int]) -> list[dict]
 
         def rollout_and_score(batched: bool) -> None:
             r = sample_rollouts(student, prompts, 16, g)
-            token_logps(student(r.tokens), r)
+            student_logps(student, r)
             if batched:
                 waypoint_logps(waypoints, r)
             else:
                 with torch.no_grad():
                     for w in waypoints:
-                        token_logps(w(r.tokens), r)
+                        student_logps(w, r)
 
         tokens = b * 16
         one = median_time(lambda: rollout_and_score(True), repeats)
@@ -101,7 +101,7 @@ def waypoint(device: torch.device, repeats: int, sizes: list[int]) -> list[dict]
         r = sample_rollouts(student, prompts, 16, g)
         with torch.no_grad():
             score_one = median_time(lambda: waypoint_logps(waypoints, r), repeats)
-            score_three = median_time(lambda: [token_logps(w(r.tokens), r) for w in waypoints], repeats)
+            score_three = median_time(lambda: [student_logps(w, r) for w in waypoints], repeats)
         rows.append({"rollouts": b, "tokens_per_s_batched": tokens / one, "tokens_per_s_three_passes": tokens / three,
                      "waypoint_scoring_speedup": score_three / score_one})
     return rows

@@ -14,7 +14,7 @@ from litrepro.waypoint import experiment as ex
 from litrepro.waypoint.config import HAMLET_SHA256, WaypointConfig
 from litrepro.waypoint.model import EOS, VOCAB, BytePolicy, flat_parameters, nats_per_byte, policy_logits
 from litrepro.waypoint.opd import (ZeroGateError, compute_gate, opd_loss, sample_rollouts, straightness_gate,
-                                   token_logps, waypoint_logps)
+                                   student_logps, waypoint_logps)
 from litrepro.waypoint.teacher import parity_reward, reinforce_step, run_teacher_rl
 
 CFG = WaypointConfig()
@@ -106,8 +106,13 @@ def test_batched_waypoint_scoring_equals_separate_passes():
     student = BytePolicy(8, g)
     rollouts = sample_rollouts(student, torch.randint(256, (5, 4), generator=g), 6, g)
     batched = waypoint_logps(waypoints, rollouts)
+    p = rollouts.prompt_len
     for k, w in enumerate(waypoints):
-        assert torch.allclose(batched[k], token_logps(w(rollouts.tokens), rollouts), atol=1e-6)
+        with torch.no_grad():
+            reference = torch.log_softmax(w(rollouts.tokens), -1)[:, p - 1:-1]      # plain full pass
+        expected = reference.gather(-1, rollouts.generated[..., None]).squeeze(-1)
+        assert torch.allclose(batched[k], expected, atol=1e-5)
+        assert torch.allclose(student_logps(w, rollouts), expected, atol=1e-5)
 
 
 def test_nats_per_byte_matches_reference():

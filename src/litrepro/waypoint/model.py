@@ -19,18 +19,25 @@ VOCAB = 257
 EOS = 256
 
 
-def policy_logits(embed: Tensor, head_w: Tensor, head_b: Tensor, tokens: Tensor) -> Tensor:
-    """Logits of S stacked policies.
+def policy_logits(embed: Tensor, head_w: Tensor, head_b: Tensor, tokens: Tensor, start: int = 0) -> Tensor:
+    """Logits of S stacked policies at positions ``start``..T-1.
 
     Args:
         embed: (S, V, D); head_w: (S, V, D); head_b: (S, V); tokens: (B, T) long.
+        start: first position whose logits are needed (the causal mean still
+            sums from position 0; only the output projection is skipped before it).
     Returns:
-        (S, B, T, V) logits; position t predicts token t + 1.
+        (S, B, T - start, V) logits; position t predicts token t + 1.
     """
-    e = embed[:, tokens]                                                    # (S, B, T, D)
-    counts = torch.arange(1, tokens.shape[1] + 1, device=tokens.device, dtype=e.dtype)
-    h = e.cumsum(dim=2) / counts[None, None, :, None]                       # (S, B, T, D) causal mean
-    return torch.einsum("sbtd,svd->sbtv", h, head_w) + head_b[:, None, None, :]  # (S, B, T, V)
+    s, v, d = embed.shape
+    b, t = tokens.shape
+    offsets = torch.arange(s, device=tokens.device)[:, None, None] * v      # row of snapshot k's table
+    e = nn.functional.embedding(tokens[None] + offsets, embed.reshape(s * v, d))  # (S, B, T, D)
+    counts = torch.arange(1, t + 1, device=tokens.device, dtype=e.dtype)
+    h = (e.cumsum(dim=2) / counts[None, None, :, None])[:, :, start:]       # (S, B, T', D) causal mean
+    z = torch.baddbmm(head_b[:, None, :], h.reshape(s, -1, d),               # (S, B*T', V) = b + h W^T
+                      head_w.transpose(1, 2).contiguous())
+    return z.view(s, b, t - start, v)                                        # (S, B, T', V)
 
 
 class BytePolicy(nn.Module):

@@ -69,17 +69,28 @@ def sample_rollouts(student: BytePolicy, prompts: Tensor, max_new_tokens: int, g
 
 
 def token_logps(logits: Tensor, rollouts: Rollouts) -> Tensor:
-    """log-probs of the generated tokens; logits (..., B, T, V) -> (..., B, N)."""
-    p = rollouts.prompt_len
-    pred = torch.log_softmax(logits[..., p - 1:-1, :], -1)                  # (..., B, N, V)
-    gen = rollouts.generated.expand(*pred.shape[:-1])
-    return pred.gather(-1, gen[..., None]).squeeze(-1)
+    """log pi(y_t) = z_{y_t} - logsumexp_v z_v for the generated tokens.
+
+    ``logits`` (..., B, N + 1, V) start at the last prompt position (position
+    P - 1 predicts the first generated token); the last position predicts
+    nothing and is dropped.  Returns (..., B, N).  Gather + logsumexp never
+    writes a full (..., V) log-softmax tensor.
+    """
+    z = logits[..., :-1, :]                                                  # (..., B, N, V)
+    gen = rollouts.generated.expand(*z.shape[:-1])
+    return z.gather(-1, gen[..., None]).squeeze(-1) - z.logsumexp(-1)
+
+
+def student_logps(student: BytePolicy, rollouts: Rollouts) -> Tensor:
+    """(B, N) log-probs of the generated tokens under the student (with grad)."""
+    params = (student.embed[None], student.head_w[None], student.head_b[None])
+    return token_logps(policy_logits(*params, rollouts.tokens, start=rollouts.prompt_len - 1)[0], rollouts)
 
 
 @torch.no_grad()
 def waypoint_logps(waypoints: list[BytePolicy], rollouts: Rollouts) -> Tensor:
     """(3, B, N) log-probs of the rollout under all waypoints, in one batched forward pass."""
-    return token_logps(policy_logits(*stack(waypoints), rollouts.tokens), rollouts)
+    return token_logps(policy_logits(*stack(waypoints), rollouts.tokens, start=rollouts.prompt_len - 1), rollouts)
 
 
 def straightness_gate(lp: Tensor) -> Tensor:
@@ -127,7 +138,7 @@ def opd_step(student: BytePolicy, waypoints: list[BytePolicy], prompts: Tensor, 
     0 (up to float error) when the scored tokens are the student's own samples.
     """
     rollouts = sample_rollouts(student, prompts, max_new_tokens, generator)
-    student_logp = token_logps(student(rollouts.tokens), rollouts)           # (B, N), with grad
+    student_logp = student_logps(student, rollouts)                          # (B, N), with grad
     lp = waypoint_logps(waypoints, rollouts)                                  # (3, B, N)
     gate = compute_gate(gate_kind, lp)
     loss, stats = opd_loss(student_logp, lp[-1], gate, rollouts.valid, gate_mass=gate_mass)
