@@ -174,7 +174,7 @@ def render_summary_notebook(out: Path) -> Path | None:
     from litrepro.paths import NOTEBOOKS, ROOT, relative
     from litrepro.worker import clean_notebook
 
-    if not any((out / name).glob("seed-*.json") for name in methods.METHODS):
+    if not any(next((out / name).glob("seed-*.json"), None) for name in methods.METHODS):
         return None
     source = NOTEBOOKS / "summary.ipynb"
     results_dir = relative(out) if out.resolve().is_relative_to(ROOT) else str(out.resolve())
