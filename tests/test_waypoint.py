@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import hashlib
 
 import pytest
@@ -12,7 +11,7 @@ from litrepro.waypoint import corpus as corpus_mod
 from litrepro.waypoint import diagnostics
 from litrepro.waypoint import experiment as ex
 from litrepro.waypoint.config import HAMLET_SHA256, WaypointConfig
-from litrepro.waypoint.model import EOS, VOCAB, BytePolicy, flat_parameters, nats_per_byte, policy_logits
+from litrepro.waypoint.model import EOS, VOCAB, BytePolicy, flat_parameters, nats_per_byte
 from litrepro.waypoint.opd import (ZeroGateError, compute_gate, opd_loss, sample_rollouts, straightness_gate,
                                    student_logps, waypoint_logps)
 from litrepro.waypoint.teacher import parity_reward, reinforce_step, run_teacher_rl
