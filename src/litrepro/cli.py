@@ -8,6 +8,7 @@ before anything is written.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import os
 import sys
@@ -19,6 +20,7 @@ import litrepro._imports  # noqa: F401  (before nbformat: skips a 3 s import)
 from litrepro import methods
 from litrepro.errors import LitreproError, UsageError
 from litrepro.params import ParameterError, load_file, parse_override
+from litrepro.provenance import source_hashes
 from litrepro.paths import RENDERED
 
 
@@ -49,8 +51,6 @@ def sweep_points(settings: list[str], method_names: list[str]) -> dict[str, list
     A key applies to the selected methods that have it; a key no selected method
     has is refused.  Every point is validated like the parameter file.
     """
-    import dataclasses
-
     parsed = [parse_override(text) for text in settings]
     keys = [k for k, _ in parsed]
     if len(set(keys)) != len(keys):
@@ -118,7 +118,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             for m in args.methods for p in points[m] for s in seeds]
     with runner.output_lock(args.out):
         runner.remove_stale_scratch(args.out)
-        todo = [j for j in jobs if args.force or not runner.is_fresh(j)]
+        hashes = {m: source_hashes(m) for m in args.methods}  # hashed once, not once per job
+        todo = [j for j in jobs if args.force or not runner.is_fresh(j, hashes[j.method])]
         skipped = len(jobs) - len(todo)
         if skipped:
             print(f"skipping {skipped} job(s) whose outputs are current (use --force to rerun)", file=sys.stderr)

@@ -24,7 +24,6 @@ from typing import Any, Iterator
 
 from litrepro import atomic, methods
 from litrepro.errors import RunLocked
-from litrepro.provenance import source_hashes
 from litrepro.summary import summarise
 from litrepro.worker import job_parameters, output_paths
 
@@ -56,8 +55,8 @@ def variant_dir(out: Path, method: str, overrides: dict[str, Any]) -> Path:
     return base / ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
 
 
-def is_fresh(job: Job) -> bool:
-    """Outputs exist and were made by the current sources with the same parameters."""
+def is_fresh(job: Job, current_hashes: dict[str, str]) -> bool:
+    """Outputs exist and were made by ``current_hashes`` (the method's sources) with the same parameters."""
     paths = output_paths(job.out_dir, job.seed)
     if not (paths["json"].is_file() and paths["notebook"].is_file()):
         return False
@@ -66,7 +65,7 @@ def is_fresh(job: Job) -> bool:
     except (OSError, ValueError, KeyError):
         return False
     wanted = job_parameters(methods.get(job.method), job.seed, job.device, job.overrides)
-    return recorded.get("source_sha256") == source_hashes(job.method) and recorded.get("parameters") == wanted
+    return recorded.get("source_sha256") == current_hashes and recorded.get("parameters") == wanted
 
 
 @contextmanager
@@ -119,6 +118,7 @@ def execute_jobs(jobs: list[Job], *, workers: int, retries: int = 0, retry_faile
     outcomes: dict[int, dict] = {}
     pending = list(range(len(jobs)))
     bar = tqdm(total=len(jobs), desc="notebooks", unit="nb", disable=not progress, file=sys.stderr)
+    retry = {"lost"} | ({"failed"} if retry_failed else set())
     for attempt in range(retries + 1):
         if not pending:
             break
@@ -133,9 +133,8 @@ def execute_jobs(jobs: list[Job], *, workers: int, retries: int = 0, retry_faile
                                "error": f"{type(err).__name__}: {err}"}
                 outcome.update(label=jobs[i].label, attempts=attempt + 1)
                 outcomes[i] = outcome
-                if outcome["status"] == "ok" or attempt == retries:
+                if outcome["status"] not in retry or attempt == retries:  # final: count it
                     bar.update(1)
-        retry = {"lost"} | ({"failed"} if retry_failed else set())
         pending = [i for i in pending if outcomes[i]["status"] in retry]
     bar.close()
     return [outcomes[i] for i in range(len(jobs))]
@@ -143,6 +142,8 @@ def execute_jobs(jobs: list[Job], *, workers: int, retries: int = 0, retry_faile
 
 def write_summaries(jobs: list[Job]) -> list[Path]:
     """Rebuild ``summary.json`` and the PNGs of every (method, variant) folder touched by ``jobs``."""
+    from litrepro.plotting import save_png  # matplotlib: imported only when there is something to plot
+
     groups: dict[tuple[str, Path], list[int]] = {}
     for job in jobs:
         groups.setdefault((job.method, job.out_dir), []).append(job.seed)
@@ -157,8 +158,6 @@ def write_summaries(jobs: list[Job]) -> list[Path]:
             continue
         atomic.write_json(folder / "summary.json", summarise(method, results))
         written.append(folder / "summary.json")
-        from litrepro.plotting import save_png
-
         for name, fig in methods.get(method).plot_function()(results).items():
             save_png(fig, folder / name)
     return written
