@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,17 @@ class Method:
     def config_class(self) -> type:
         module, cls = self.config.split(":")
         return getattr(importlib.import_module(module), cls)
+
+    def summary_extras(self, results: list[dict[str, Any]]) -> dict[str, Any]:
+        """Method-specific keys merged into ``summary.json`` (e.g. a calibration table).
+
+        By convention a method package may define ``summary_extras.extras(results)``
+        (``litrepro.<package>.summary_extras``); without that module there are none.
+        """
+        module = self.config.split(":")[0].rsplit(".", 1)[0] + ".summary_extras"
+        if importlib.util.find_spec(module) is None:
+            return {}
+        return importlib.import_module(module).extras(results)
 
     def plot_function(self):
         module, fn = self.plots.split(":")

@@ -31,7 +31,7 @@ def source_files(method: str) -> list[Path]:
     """The files whose content determines ``method``'s rendered output."""
     files = [PACKAGE / name for name in SHARED_MODULES]
     files += sorted((PACKAGE / SUBPACKAGE[method]).glob("*.py"))
-    files += [NOTEBOOKS / f"{method}.ipynb", PARAMETERS / f"{method}.yaml"]
+    files += [NOTEBOOKS / f"{method}.ipynb", PARAMETERS / f"{method}.yaml", PACKAGE / "recorded_figures" / f"{method}.json"]
     return files
 
 

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from litrepro import recorded
+from litrepro import methods, recorded
 from litrepro.paths import ROOT
 from litrepro.provenance import package_versions, source_hashes
 from litrepro.report import fmt
@@ -25,7 +25,7 @@ from litrepro.report import fmt
 SCHEMA_VERSION = 2
 #: Per-seed keys copied verbatim from a seed's results when present (waypoint's audit trail).
 PER_SEED_EXTRAS = ("history", "teacher_snapshot_lineage", "teacher_rl_reward", "teacher_rl_audit",
-                   "frozen_teacher_parameter_deltas_l2", "frozen_rl_snapshot_parameter_deltas_l2")
+                   "frozen_teacher_parameter_deltas_l2", "frozen_rl_snapshot_parameter_deltas_l2", "extra_checks")
 
 
 def mean_std(values: Iterable[float]) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def summarise(method: str, results: list[Mapping[str, Any]]) -> dict[str, Any]:
         per_seed.append(row)
     metrics = _aggregate([r["metrics"] for r in results])
     seed_file = recorded.load(method)
-    return {
+    summary = {
         "schema_version": SCHEMA_VERSION,
         "method": method,
         "seeds": [r["seed"] for r in results],
@@ -81,6 +81,8 @@ def summarise(method: str, results: list[Mapping[str, Any]]) -> dict[str, Any]:
         "metrics": metrics,
         "checks": _combine_checks([r["checks"] for r in results]),
         "check_notes": results[0].get("check_notes", {}) if results else {},
+        # Our own checks beyond the seed file's names, kept apart from them.
+        "extra_checks": _combine_checks([r.get("extra_checks", {}) for r in results]),
         "beyond_seed_metrics": _aggregate([r.get("beyond_seed_metrics", {}) for r in results]),
         "comparison_with_recorded": comparison(method, metrics),
         "recorded_seed_file": seed_file["_file"] if seed_file else None,
@@ -91,6 +93,8 @@ def summarise(method: str, results: list[Mapping[str, Any]]) -> dict[str, Any]:
             "packages": package_versions(),
         },
     }
+    summary.update(methods.get(method).summary_extras(results))
+    return summary
 
 
 # --- Helpers of the cross-seed summary notebook (notebooks/summary.ipynb) -------------------

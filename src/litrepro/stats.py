@@ -1,0 +1,47 @@
+"""Paired comparisons across seeds, with confidence intervals from scipy.stats.
+
+Two arms run on the same seed share its data, prompts and random streams, so
+they are compared per seed: d_s = a_s - b_s, and the 95% interval is the
+Student-t interval of the mean of d over the n seeds,
+
+    mean(d) ± t_{0.975, n-1} * std(d, ddof=1) / sqrt(n).
+
+A difference whose interval excludes 0 is what the text may call an effect.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from scipy import stats
+
+
+def paired_ci(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95) -> dict[str, Any]:
+    """``{n, mean_difference, ci95_low, ci95_high}`` of ``a - b`` paired by position (seed).
+
+    With n < 2 or identical differences the interval collapses to the mean
+    (scipy returns NaN for a zero standard error; a NaN never reaches JSON).
+    """
+    a_arr, b_arr = np.asarray(a, dtype=float), np.asarray(b, dtype=float)  # (n,), (n,)
+    if a_arr.shape != b_arr.shape or a_arr.ndim != 1:
+        raise ValueError(f"paired_ci needs two equal-length 1-D sequences, got {a_arr.shape} and {b_arr.shape}")
+    if a_arr.size == 0:
+        raise ValueError("paired_ci of no pairs")
+    d = a_arr - b_arr                                     # (n,) per-seed differences
+    mean = float(d.mean())
+    n = int(d.size)
+    if n < 2 or float(d.std(ddof=1)) == 0.0:
+        low = high = mean
+    else:
+        low, high = stats.t.interval(confidence, df=n - 1, loc=mean, scale=stats.sem(d))
+    return {"n": n, "mean_difference": mean, "ci95_low": float(low), "ci95_high": float(high)}
+
+
+def verdict(row: Mapping[str, float]) -> str:
+    """``'>0'``, ``'<0'`` or ``'no detectable difference'`` from a row of :func:`paired_ci`."""
+    if row["ci95_low"] > 0:
+        return ">0"
+    if row["ci95_high"] < 0:
+        return "<0"
+    return "no detectable difference"
