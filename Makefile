@@ -18,7 +18,7 @@ export MPLBACKEND ?= Agg
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: install reproduce test lab bench corpus clean
+.PHONY: install reproduce test lab bench corpus clean effect-study
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ lab: install
 
 bench: install
 	$(BIN)/python benchmarks/run.py
+
+# waypoint_opd: paired per-seed differences of the arms over 16 seeds (a few minutes on one core)
+effect-study: corpus
+	$(BIN)/python studies/waypoint_effect_study.py --seeds 42-57
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

@@ -183,7 +183,7 @@ def test_reinforce_raises_the_even_mass():
 def test_teacher_rl_audit_and_frozen_snapshots():
     g = torch.Generator().manual_seed(6)
     teacher = BytePolicy(8, g)
-    rl = run_teacher_rl(teacher, lambda n: torch.randint(256, (n, 4), generator=g), g, updates=8, rollouts=64,
+    rl = run_teacher_rl(teacher, lambda n, gen: torch.randint(256, (n, 4), generator=gen), g, updates=8, rollouts=64,
                         lr=0.2, waypoint_steps=[0, 4, 8])
     audit = rl["audit"]
     assert (audit["updates"], audit["total_sampled_actions"], audit["checkpoint_steps"]) == (8, 512, [0, 4, 8])
@@ -192,15 +192,16 @@ def test_teacher_rl_audit_and_frozen_snapshots():
     assert not torch.equal(flat_parameters(rl["waypoints"][0]), flat_parameters(teacher))
     assert all(not p.requires_grad for w in rl["waypoints"] for p in w.parameters())
     # Distillation never writes to the waypoints ...
+    ledger = ex.frozen_ledger(rl)
     student = BytePolicy(8, g)
     data = ex.distil(WaypointConfig(student_steps=3, opd_batch=4), student, rl["waypoints"], _FakeCorpus(g), g,
                      torch.device("cpu"), steps=3, gate_kind="straightness", stage="opd")
     assert len(data["history"]) == 3
-    assert ex.frozen_deltas(rl, [])["frozen_rl_snapshot_parameter_deltas_l2"] == [0.0, 0.0, 0.0]
+    assert ledger.deltas() == {"waypoint_0": 0.0, "waypoint_4": 0.0, "waypoint_8": 0.0}
     # ... and the delta check would see it if something did.
     with torch.no_grad():
         rl["waypoints"][1].head_b += 1e-3
-    assert ex.frozen_deltas(rl, [])["frozen_rl_snapshot_parameter_deltas_l2"][1] > 0
+    assert ledger.deltas()["waypoint_4"] > 0
 
 
 class _FakeCorpus:

@@ -28,8 +28,10 @@ class WaypointConfig:
     window: int = knob(64, "Bytes per training window.", lo=2)
     pretrain_batch: int = knob(32, "Windows per next-byte NLL step.", lo=1)
     teacher_steps: int = knob(8, "Next-byte NLL steps of the teacher.", lo=0)
-    specialist_steps: int = knob(4, "Next-byte NLL steps of the student before distillation.", lo=0)
-    pretrain_lr: float = knob(0.05, "Adam learning rate of both pre-trainings.", lo=0.0, lo_open=True)
+    specialist_steps: int = knob(4, "Next-byte NLL steps of an independently started student.", lo=0)
+    pretrain_lr: float = knob(0.01, "Adam learning rate of both pre-trainings.", lo=0.0, lo_open=True)
+    student_start: str = knob("waypoint0", "Student before distillation: waypoint0 (copy of the pre-RL teacher) "
+                              "or independent (own init, specialist_steps steps).", choices=("waypoint0", "independent"))
     # Teacher RL and waypoints (Section 3)
     prompt_len: int = knob(8, "Prompt bytes before the first sampled action.", lo=1)
     teacher_rl_updates: int = knob(8, "REINFORCE updates of the teacher.", lo=1)

@@ -9,11 +9,15 @@ import torch
 from litrepro.waypoint import corpus as corpus_mod
 from litrepro.waypoint import diagnostics
 from litrepro.waypoint.config import WaypointConfig
-from litrepro.waypoint.model import BytePolicy, flat_parameters, nats_per_byte, pretrain
-from litrepro.waypoint.opd import ZeroGateError, opd_loss, opd_step
-from litrepro.waypoint.teacher import parity_reward, run_teacher_rl
+from litrepro.waypoint.model import BytePolicy, nats_per_byte, next_byte_nll, pretrain
+from litrepro.waypoint.opd import (ZeroGateError, opd_loss, opd_step, sample_rollouts, straightness_gate, student_logps,
+                                   surrogate_gradient_check, waypoint_logps)
+from litrepro.waypoint.teacher import FrozenLedger, parity_reward, replay_lineage, run_teacher_rl
 
-ARMS = ("waypoint", "final_only", "none")
+#: The comparison's arms: waypoint-gated OPD, final-only OPD (g = 1), OPD with the waypoint gates
+#: shuffled among tokens (same mean), the matched-compute control (as many updates, no teacher) and none.
+ARMS = ("waypoint", "final_only", "shuffled", "matched_compute", "none")
+GATE_OF_ARM = {"waypoint": "straightness", "final_only": "final_only", "shuffled": "shuffled"}
 
 
 # --- Section 1: corpus ----------------------------------------------------------------------
@@ -37,26 +41,55 @@ def pretrained_policy(cfg: WaypointConfig, corpus: corpus_mod.Corpus, generator:
 
 # --- Section 3: teacher RL ------------------------------------------------------------------
 
+def _prompt_sampler(cfg: WaypointConfig, corpus: corpus_mod.Corpus, device: torch.device, stage: str):
+    def prompts(n: int, generator: torch.Generator) -> torch.Tensor:
+        return corpus.train_windows(n, cfg.prompt_len, generator, stage).to(device)              # (n, P)
+    return prompts
+
+
 def teacher_rl(cfg: WaypointConfig, teacher: BytePolicy, corpus: corpus_mod.Corpus, generator: torch.Generator,
                device: torch.device) -> dict:
-    def prompts(n):
-        return corpus.train_windows(n, cfg.prompt_len, generator, "teacher_rl").to(device)
+    return run_teacher_rl(teacher, _prompt_sampler(cfg, corpus, device, "teacher_rl"), generator,
+                          updates=cfg.teacher_rl_updates, rollouts=cfg.teacher_rl_rollouts, lr=cfg.teacher_rl_lr,
+                          waypoint_steps=list(cfg.waypoint_steps))
 
-    return run_teacher_rl(teacher, prompts, generator, updates=cfg.teacher_rl_updates, rollouts=cfg.teacher_rl_rollouts,
-                          lr=cfg.teacher_rl_lr, waypoint_steps=list(cfg.waypoint_steps))
+
+def replay(cfg: WaypointConfig, rl: dict, corpus: corpus_mod.Corpus, device: torch.device) -> dict:
+    """Replay the teacher RL from its stored start (``waypoint_lineage_replayed``)."""
+    return replay_lineage(rl, _prompt_sampler(cfg, corpus, device, "lineage_replay"))
+
+
+def initial_student(cfg: WaypointConfig, rl: dict, corpus: corpus_mod.Corpus, device: torch.device,
+                    seed: int, *, start: str | None = None) -> BytePolicy:
+    """The student before distillation.
+
+    ``waypoint0``: a trainable copy of the pre-RL teacher (waypoint 0).
+    ``independent``: its own initialisation and ``specialist_steps`` next-byte NLL
+    steps, drawn from a generator of its own (seed + 17), so the teacher's RL and
+    every later draw are the same for both starts.
+    """
+    start = start or cfg.student_start
+    if start == "waypoint0":
+        return copy.deepcopy(rl["initial"]).requires_grad_(True).train()
+    if start == "independent":
+        return pretrained_policy(cfg, corpus, torch.Generator().manual_seed(seed + 17), device,
+                                 steps=cfg.specialist_steps, stage="student_pretrain")[0]
+    raise ValueError(f"unknown student start {start!r} (known: waypoint0, independent)")
 
 
 # --- Section 4-5: distillation with diagnostics ---------------------------------------------
 
 def distil(cfg: WaypointConfig, student: BytePolicy, waypoints: list[BytePolicy], corpus: corpus_mod.Corpus,
-           generator: torch.Generator, device: torch.device, *, steps: int, gate_kind: str, stage: str) -> dict:
+           generator: torch.Generator, device: torch.device, *, steps: int, gate_kind: str, stage: str,
+           gate_generator: torch.Generator | None = None) -> dict:
     """``steps`` OPD updates; per-step stats plus the rollout diagnostics."""
     optimizer = torch.optim.SGD(student.parameters(), lr=cfg.student_lr)
     history, gaps, eos, tokens, flagged, ratios = [], [], 0, 0, 0, []
     for step in range(steps):
         prompts = corpus.train_windows(cfg.opd_batch, cfg.prompt_len, generator, stage).to(device)
         stats, rollouts, gap = opd_step(student, waypoints, prompts, optimizer, generator,
-                                        max_new_tokens=cfg.max_new_tokens, gate_kind=gate_kind, gate_mass=cfg.gate_mass)
+                                        max_new_tokens=cfg.max_new_tokens, gate_kind=gate_kind, gate_mass=cfg.gate_mass,
+                                        gate_generator=gate_generator)
         history.append({"step": step, **stats})
         gaps.append(gap)
         eos += diagnostics.natural_eos_count(rollouts.generated, rollouts.valid)
@@ -66,6 +99,34 @@ def distil(cfg: WaypointConfig, student: BytePolicy, waypoints: list[BytePolicy]
         flagged += diagnostics.is_degenerate(data, min_ratio=cfg.deflate_min_ratio, min_bytes=cfg.deflate_min_bytes)
     return {"history": history, "on_policy_gap": max(gaps) if gaps else 0.0, "natural_eos_rollouts": eos,
             "generated_tokens": tokens, "rejected_diagnostic_groups": int(flagged), "deflate_ratios": ratios}
+
+
+def matched_compute(cfg: WaypointConfig, student: BytePolicy, corpus: corpus_mod.Corpus, generator: torch.Generator,
+                    device: torch.device, *, steps: int, stage: str) -> list[float]:
+    """The matched-compute control: ``steps`` SGD updates at ``student_lr`` with no teacher at all.
+
+    Each update is next-byte NLL on ``opd_batch`` train windows of
+    ``prompt_len + max_new_tokens`` bytes, the token count of one OPD batch.
+    """
+    optimizer = torch.optim.SGD(student.parameters(), lr=cfg.student_lr)
+    losses = []
+    for _ in range(steps):
+        windows = corpus.train_windows(cfg.opd_batch, cfg.prompt_len + cfg.max_new_tokens, generator, stage).to(device)
+        loss = next_byte_nll(student, windows)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def text_deflate_quantiles(corpus: corpus_mod.Corpus, lengths: tuple[int, ...] = (64, 256)) -> dict[int, list[str]]:
+    """DEFLATE ratio quantiles (1%, 50%, 99%) of 2000 random train windows per length, rounded to 2 digits."""
+    import numpy as np
+
+    data = bytes(corpus.train.to(torch.uint8).tolist())
+    q = diagnostics.ratio_quantiles(data, list(lengths), np.random.default_rng(0))
+    return {length: [f"{x:.2f}" for x in values] for length, values in q.items()}
 
 
 # --- Section 6: checks on the mechanism itself ----------------------------------------------
@@ -104,12 +165,31 @@ def zero_gate_refused() -> bool:
     return False
 
 
-def frozen_deltas(teacher_rl_result: dict, extra: list[tuple[torch.nn.Module, torch.Tensor]]) -> dict:
-    """L2 change of every frozen snapshot and teacher since it was frozen (each must be exactly 0)."""
-    snaps = [float((flat_parameters(w) - ref).norm()) for w, ref in
-             zip(teacher_rl_result["waypoints"], teacher_rl_result["references"])]
-    teachers = [float((flat_parameters(m) - ref).norm()) for m, ref in extra]
-    return {"frozen_rl_snapshot_parameter_deltas_l2": snaps, "frozen_teacher_parameter_deltas_l2": teachers}
+def frozen_ledger(rl: dict) -> FrozenLedger:
+    """The waypoints, the only frozen policies that distillation reads (and so could write to)."""
+    return FrozenLedger({f"waypoint_{x['step']}": w for x, w in zip(rl["lineage"], rl["waypoints"])})
+
+
+def frozen_report(ledger: FrozenLedger, after_opd: dict[str, float]) -> dict:
+    """Deltas in the seed's two fields.
+
+    ``frozen_rl_snapshot_parameter_deltas_l2``: each waypoint at the end of the notebook.
+    ``frozen_teacher_parameter_deltas_l2``: the final waypoint, the teacher of the advantage,
+    after the 2-step distillation and at the end (after the comparison's arms).
+    """
+    now = ledger.deltas()
+    final = list(ledger.modules)[-1]
+    return {"frozen_rl_snapshot_parameter_deltas_l2": list(now.values()),
+            "frozen_teacher_parameter_deltas_l2": [after_opd[final], now[final]]}
+
+
+def surrogate_check(cfg: WaypointConfig, student: BytePolicy, waypoints: list[BytePolicy], corpus: corpus_mod.Corpus,
+                    device: torch.device, seed: int) -> dict:
+    """``surrogate_gradient_matches_analytic`` on one OPD batch of a copy of ``student``."""
+    g = torch.Generator().manual_seed(seed + 19)
+    prompts = corpus.train_windows(cfg.opd_batch, cfg.prompt_len, g, "surrogate_check").to(device)
+    return surrogate_gradient_check(copy.deepcopy(student), waypoints, prompts, g, max_new_tokens=cfg.max_new_tokens,
+                                    gate_mass=cfg.gate_mass)
 
 
 # --- Section 7: beyond the seed -------------------------------------------------------------
@@ -124,24 +204,57 @@ def parity_rate(policy: BytePolicy, prompts: torch.Tensor, generator: torch.Gene
 
 
 def compare_arms(cfg: WaypointConfig, student_init: BytePolicy, waypoints: list[BytePolicy],
-                 corpus: corpus_mod.Corpus, device: torch.device, seed: int) -> dict:
-    """Waypoint-gated OPD, final-only OPD and no distillation from the same student and prompts."""
+                 corpus: corpus_mod.Corpus, device: torch.device, seed: int, *, arms: tuple[str, ...] = ARMS,
+                 steps: int | None = None) -> dict:
+    """Every arm from the same student, with the same prompts and samples (paired by seed)."""
+    steps = cfg.comparison_steps if steps is None else steps
     eval_gen = torch.Generator().manual_seed(seed + 7)
     prompts = corpus.validation_windows(cfg.comparison_eval_prompts, cfg.prompt_len, eval_gen, "comparison_eval").to(device)
     validation = corpus.validation_tokens("comparison_eval").to(device)
     out = {"teacher_final": parity_rate(waypoints[-1], prompts, torch.Generator().manual_seed(seed + 11))}
-    for arm in ARMS:
+    for arm in arms:
         student = copy.deepcopy(student_init)
         train_gen = torch.Generator().manual_seed(seed + 13)                                 # same prompts/samples start
         curve = []
-        if arm != "none":
-            gate = "straightness" if arm == "waypoint" else "final_only"
-            curve = distil(cfg, student, waypoints, corpus, train_gen, device, steps=cfg.comparison_steps,
-                           gate_kind=gate, stage="comparison")["history"]
+        if arm in GATE_OF_ARM:
+            curve = distil(cfg, student, waypoints, corpus, train_gen, device, steps=steps, gate_kind=GATE_OF_ARM[arm],
+                           stage="comparison", gate_generator=torch.Generator().manual_seed(seed + 23))["history"]
+        elif arm == "matched_compute":
+            matched_compute(cfg, student, corpus, train_gen, device, steps=steps, stage="comparison")
+        elif arm != "none":
+            raise ValueError(f"unknown arm {arm!r} (known: {', '.join(ARMS)})")
         out[arm] = {**parity_rate(student, prompts, torch.Generator().manual_seed(seed + 11)),
                     "validation_nll": nats_per_byte(student, validation, cfg.eval_window),
                     "mean_gate": [h["mean_gate"] for h in curve]}
     return out
+
+
+# --- Section 9: calibration experiments ----------------------------------------------------
+
+@torch.no_grad()
+def gate_legs(cfg: WaypointConfig, student: BytePolicy, waypoints: list[BytePolicy], corpus: corpus_mod.Corpus,
+              device: torch.device, seed: int, *, rollouts: int = 64) -> dict:
+    """Why the mean gate is what it is: the two legs of the waypoint path on the student's tokens.
+
+    For each valid token, leg 1 is d1 = l^m - l^0 and leg 2 is d2 = l^f - l^m, so
+    g = |d1 + d2| / (|d1| + |d2|), and g = 1 exactly when the legs agree in sign.
+    ``independent_legs_gate`` is the mean gate after multiplying d2 by random signs:
+    what the gate would average if the legs moved independently of each other.
+    """
+    g = torch.Generator().manual_seed(seed + 29)
+    prompts = corpus.train_windows(rollouts, cfg.prompt_len, g, "gate_legs").to(device)
+    r = sample_rollouts(student, prompts, cfg.max_new_tokens, g)
+    lp = waypoint_logps(waypoints, r)[:, r.valid]                                        # (3, n_valid)
+    d1, d2 = lp[1] - lp[0], lp[2] - lp[1]                                                # (n_valid,) each leg
+    signs = torch.randint(2, d2.shape, generator=g).to(d2) * 2 - 1                        # (n_valid,) +-1
+    shuffled = torch.stack([lp[0], lp[0] + d1, lp[0] + d1 + signs * d2])
+    advantage = lp[2] - student_logps(student, r)[r.valid]
+    return {"tokens": int(d1.numel()), "leg_correlation": float(torch.corrcoef(torch.stack([d1, d2]))[0, 1]),
+            "sign_agreement": float(((d1 * d2) > 0).float().mean()),
+            "mean_gate": float(straightness_gate(lp).mean()),
+            "independent_legs_gate": float(straightness_gate(shuffled).mean()),
+            "mean_abs_leg": float(torch.cat([d1, d2]).abs().mean()),
+            "mean_abs_advantage": float(advantage.abs().mean())}
 
 
 # --- Results in the seed file's vocabulary --------------------------------------------------
@@ -156,8 +269,13 @@ CHECK_NOTES = {
 
 def collect_results(cfg: WaypointConfig, *, corpus: corpus_mod.Corpus, nll: dict, student_delta: float,
                     distillation: dict, rl: dict, frozen: dict, padding: dict, zero_gate: bool, guard,
-                    comparison: dict | None, execution: tuple[str, str]) -> dict:
-    """Metrics, per-seed history, teacher-RL audit and execution checks named as in the seed file."""
+                    comparison: dict | None, execution: tuple[str, str], replayed: dict, surrogate: dict) -> dict:
+    """Metrics, per-seed history, teacher-RL audit and execution checks named as in the seed file.
+
+    The lineage in ``fixed_teacher_rl_8x64_and_0_4_8_lineage`` is the one *found* by
+    replaying the RL (``replayed``), not the configured one.  Our own checks beyond the
+    seed's names go to ``extra_checks``.
+    """
     deltas = frozen["frozen_rl_snapshot_parameter_deltas_l2"] + frozen["frozen_teacher_parameter_deltas_l2"]
     audit = rl["audit"]
     metrics = {
@@ -184,10 +302,14 @@ def collect_results(cfg: WaypointConfig, *, corpus: corpus_mod.Corpus, nll: dict
         "fixed_teacher_rl_8x64_and_0_4_8_lineage": (
             audit["updates"] == 8 and audit["rollouts_per_update"] == 64
             and all(h["sampled_actions"] == 64 for h in audit["history"]) and len(audit["history"]) == 8
-            and [x["step"] for x in rl["lineage"]] == [0, 4, 8]),
+            and [x["step"] for x in rl["lineage"]] == [0, 4, 8] and replayed["replayed_steps"] == [0, 4, 8]),
         "zero_waypoint_gate_still_rejected": zero_gate,
     }
-    beyond = {"on_policy_logprob_gap": distillation["on_policy_gap"], "network_calls": guard.network_calls}
+    extra_checks = {"surrogate_gradient_matches_analytic": surrogate["surrogate_gradient_matches_analytic"],
+                    "waypoint_lineage_replayed": replayed["waypoint_lineage_replayed"]}
+    beyond = {"on_policy_logprob_gap": distillation["on_policy_gap"], "network_calls": guard.network_calls,
+              "surrogate_gradient_max_abs_difference": surrogate["max_abs_difference"],
+              "surrogate_analytic_gradient_norm": surrogate["analytic_gradient_norm"]}
     if comparison:
         for arm in (*ARMS, "teacher_final"):
             for key in ("sampled_parity_rate", "expected_parity_rate", "validation_nll"):
@@ -195,6 +317,7 @@ def collect_results(cfg: WaypointConfig, *, corpus: corpus_mod.Corpus, nll: dict
                     beyond[f"comparison_{arm}_{key}"] = comparison[arm][key]
     return {
         "method": "waypoint_opd", "seed": cfg.seed, "metrics": metrics, "checks": checks, "check_notes": CHECK_NOTES,
+        "extra_checks": extra_checks, "replayed_waypoint_steps": replayed["replayed_steps"],
         "beyond_seed_metrics": beyond,
         "history": distillation["history"],
         "teacher_snapshot_lineage": rl["lineage"],

@@ -10,10 +10,15 @@ token y_t, with l^(k)_t = log pi_k(y_t | y_<t) under waypoints k = 0, m, f
     s   = gate_mass / mean_valid(g)                                 (batch scale; s * mean g = gate_mass)
     L   = -s * mean_valid( g_t A_t (log pi_student(y_t) - sg[log pi_student(y_t)]) )
 
-L is 0 in value, and its gradient is -s * mean(g A grad log pi_student): a
-reverse-KL-style on-policy signal towards the final waypoint, weighted by how
-consistently the teacher's RL moved each token.  The ``final_only`` gate sets
-g = 1.  Padding (after EOS) is removed by boolean selection *before* any
+L is 0 in value, and its gradient is -s * mean(g A grad log pi_student)
+(:func:`analytic_gated_gradient` computes that sum token by token, and
+:func:`surrogate_gradient_check` compares the two).  A_t is the *negative* of
+the one-sample estimate log pi_student(y_t) - log pi_f(y_t) of the reverse KL,
+KL(pi_student || pi_f), on the student's own samples; descending L raises
+log pi_student where A_t > 0, which lowers that KL.  The gradient is weighted by
+how consistently the teacher's RL moved each token.  The ``final_only`` gate
+sets g = 1; the ``shuffled`` gate permutes the straightness gates among the
+batch's valid tokens (same values and mean, no per-token waypoint information).  Padding (after EOS) is removed by boolean selection *before* any
 arithmetic, so whatever finite values padding holds cannot reach the loss or
 its gradient.
 """
@@ -101,12 +106,29 @@ def straightness_gate(lp: Tensor) -> Tensor:
     return torch.where(path > 0, chord / torch.where(path > 0, path, 1.0), 1.0).clamp(max=1.0)
 
 
-def compute_gate(kind: str, lp: Tensor) -> Tensor:
+GATE_KINDS = ("straightness", "final_only", "shuffled")
+
+
+def compute_gate(kind: str, lp: Tensor, valid: Tensor | None = None, generator: torch.Generator | None = None) -> Tensor:
+    """The gate of each token; lp (3, B, N) -> (B, N).
+
+    ``shuffled`` permutes the straightness gates among the ``valid`` tokens with
+    ``generator``: the batch's mean gate is unchanged, the token-to-gate pairing is random.
+    """
     if kind == "straightness":
         return straightness_gate(lp)
     if kind == "final_only":
         return torch.ones_like(lp[0])
-    raise ValueError(f"unknown gate kind {kind!r} (known: straightness, final_only)")
+    if kind == "shuffled":
+        if valid is None or generator is None:
+            raise ValueError("the shuffled gate needs the valid mask and a generator")
+        gate = straightness_gate(lp)                                          # (B, N)
+        values = gate[valid]                                                  # (n_valid,)
+        perm = torch.randperm(values.numel(), generator=generator).to(values.device)
+        out = gate.clone()
+        out[valid] = values[perm]
+        return out
+    raise ValueError(f"unknown gate kind {kind!r} (known: {', '.join(GATE_KINDS)})")
 
 
 def opd_loss(student_logp: Tensor, final_logp: Tensor, gate: Tensor, valid: Tensor, *,
@@ -116,7 +138,7 @@ def opd_loss(student_logp: Tensor, final_logp: Tensor, gate: Tensor, valid: Tens
     Args: student_logp (B, N) with grad; final_logp, gate (B, N); valid (B, N) bool.
     """
     lp = student_logp[valid]                                                 # (V,) mask first ...
-    advantage = (final_logp[valid] - lp).detach()                            # A_t, detached
+    advantage = (final_logp[valid] - lp).detach()                            # A_t = -(one-sample reverse-KL estimate)
     g = gate[valid]
     if lp.numel() == 0:
         raise ZeroGateError("no valid tokens in the batch")
@@ -130,17 +152,67 @@ def opd_loss(student_logp: Tensor, final_logp: Tensor, gate: Tensor, valid: Tens
     return loss, stats
 
 
+def analytic_gated_gradient(student: BytePolicy, rollouts: Rollouts, final_logp: Tensor, gate: Tensor, *,
+                            gate_mass: float) -> list[Tensor]:
+    """The gated policy gradient written out, one backward pass per valid token:
+
+        grad = -(s / |valid|) sum_{(b,t) valid} g_bt A_bt grad_theta log pi_theta(y_bt),   s = gate_mass / mean g
+
+    with A = log pi_f - log pi_student as plain numbers.  Returns one tensor per
+    student parameter.  Slow by design (it does not use the surrogate): it is the
+    reference that :func:`surrogate_gradient_check` compares the surrogate with.
+    """
+    params = list(student.parameters())
+    valid = rollouts.valid                                                    # (B, N)
+    lp_all = student_logps(student, rollouts)                                 # (B, N) with grad
+    g = gate[valid]                                                           # (n_valid,)
+    scale = gate_mass / g.mean()
+    total = [torch.zeros_like(p) for p in params]
+    positions = valid.nonzero().tolist()
+    for i, (b, t) in enumerate(positions):                                    # one token at a time
+        grads = torch.autograd.grad(lp_all[b, t], params, retain_graph=True)
+        weight = float(g[i] * (final_logp[b, t] - lp_all[b, t].detach()))   # g A, numbers
+        total = [acc + weight * gr for acc, gr in zip(total, grads)]
+    return [-scale * acc / len(positions) for acc in total]
+
+
+def surrogate_gradient_check(student: BytePolicy, waypoints: list[BytePolicy], prompts: Tensor,
+                             generator: torch.Generator, *, max_new_tokens: int, gate_mass: float,
+                             rtol: float = 1e-9) -> dict:
+    """``surrogate_gradient_matches_analytic``: autograd of the stop-gradient surrogate L
+    equals :func:`analytic_gated_gradient` on one small batch of the student's own rollouts.
+
+    Neither the student nor the waypoints are updated.  Returns the largest absolute
+    difference, the norm of the analytic gradient and whether the difference is
+    below ``rtol`` times that norm.
+    """
+    rollouts = sample_rollouts(student, prompts, max_new_tokens, generator)
+    lp = waypoint_logps(waypoints, rollouts)                                  # (3, B, N)
+    gate = straightness_gate(lp)
+    params = list(student.parameters())
+    loss, _ = opd_loss(student_logps(student, rollouts), lp[-1], gate, rollouts.valid, gate_mass=gate_mass)
+    surrogate = torch.autograd.grad(loss, params)
+    analytic = analytic_gated_gradient(student, rollouts, lp[-1], gate, gate_mass=gate_mass)
+    diff = max(float((a - b).abs().max()) for a, b in zip(surrogate, analytic))
+    norm = float(torch.sqrt(sum((a ** 2).sum() for a in analytic)))
+    return {"max_abs_difference": diff, "analytic_gradient_norm": norm, "valid_tokens": int(rollouts.valid.sum()),
+            "surrogate_gradient_matches_analytic": bool(norm > 0 and diff <= rtol * norm)}
+
+
 def opd_step(student: BytePolicy, waypoints: list[BytePolicy], prompts: Tensor, optimizer: torch.optim.Optimizer,
-             generator: torch.Generator, *, max_new_tokens: int, gate_kind: str, gate_mass: float) -> tuple[dict, Rollouts, float]:
+             generator: torch.Generator, *, max_new_tokens: int, gate_kind: str, gate_mass: float,
+             gate_generator: torch.Generator | None = None) -> tuple[dict, Rollouts, float]:
     """Sample, score under student and waypoints, update; returns (stats, rollouts, on-policy gap).
 
     The on-policy gap is max |log pi at sampling - log pi at scoring| over valid tokens:
     0 (up to float error) when the scored tokens are the student's own samples.
+    ``gate_generator`` draws the ``shuffled`` gate's permutations (kept apart from
+    ``generator`` so every arm sees the same prompts and samples).
     """
     rollouts = sample_rollouts(student, prompts, max_new_tokens, generator)
     student_logp = student_logps(student, rollouts)                          # (B, N), with grad
     lp = waypoint_logps(waypoints, rollouts)                                  # (3, B, N)
-    gate = compute_gate(gate_kind, lp)
+    gate = compute_gate(gate_kind, lp, rollouts.valid, gate_generator)
     loss, stats = opd_loss(student_logp, lp[-1], gate, rollouts.valid, gate_mass=gate_mass)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()

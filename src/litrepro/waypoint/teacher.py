@@ -52,12 +52,18 @@ def reinforce_step(policy: BytePolicy, prompts: torch.Tensor, generator: torch.G
 
 def run_teacher_rl(teacher: BytePolicy, sample_prompts, generator: torch.Generator, *, updates: int,
                    rollouts: int, lr: float, waypoint_steps: list[int]) -> dict:
-    """Run the RL, freezing waypoints; returns snapshots, lineage and the seed-style audit."""
+    """Run the RL, freezing waypoints; returns snapshots, lineage and the seed-style audit.
+
+    ``sample_prompts(n, generator)`` draws n prompts.  The generator's state at the
+    start and the pre-RL policy are kept, so :func:`replay_lineage` can redo the run.
+    """
+    start_state = generator.get_state()
+    initial = freeze(teacher)
     optimizer = torch.optim.SGD(teacher.parameters(), lr=lr)
     snapshots = {0: freeze(teacher)} if 0 in waypoint_steps else {}
     history = []
     for step in range(1, updates + 1):
-        history.append({"step": step, **reinforce_step(teacher, sample_prompts(rollouts), generator, optimizer)})
+        history.append({"step": step, **reinforce_step(teacher, sample_prompts(rollouts, generator), generator, optimizer)})
         if step in waypoint_steps:
             snapshots[step] = freeze(teacher)
     waypoints = [snapshots[s] for s in waypoint_steps]
@@ -66,5 +72,48 @@ def run_teacher_rl(teacher: BytePolicy, sample_prompts, generator: torch.Generat
              "learning_rate": lr, "history": history,
              "selection": "none; fixed checkpoints, no retries or reward/gate-based selection",
              "gradient_estimator": "REINFORCE on the causal first action; detached centered binary reward"}
-    return {"waypoints": waypoints, "references": [flat_parameters(w).clone() for w in waypoints],
+    return {"waypoints": waypoints, "initial": initial, "start_state": start_state, "rollouts": rollouts, "lr": lr,
             "lineage": [{"run_id": RUN_ID, "step": s} for s in waypoint_steps], "audit": audit}
+
+
+def replay_lineage(rl: dict, sample_prompts) -> dict:
+    """``waypoint_lineage_replayed``: redo the RL from its stored start and find each waypoint in it.
+
+    A fresh generator gets the stored start state; a copy of the pre-RL policy is
+    trained with the same updates, rollouts and learning rate, and its parameters
+    are kept after every step s = 0..updates.  Waypoint k is *found* at the step
+    whose replayed parameters equal its own bit for bit.  The check holds when
+    every waypoint is found exactly at the step its lineage names, so a snapshot
+    frozen one step late, a mislabelled lineage or a missing update all fail it.
+    """
+    generator = torch.Generator().set_state(rl["start_state"])
+    policy = copy.deepcopy(rl["initial"]).requires_grad_(True).train()
+    optimizer = torch.optim.SGD(policy.parameters(), lr=rl["lr"])
+    after = [flat_parameters(policy).clone()]                                 # after[s]: parameters after step s
+    for _ in range(rl["audit"]["updates"]):
+        reinforce_step(policy, sample_prompts(rl["rollouts"], generator), generator, optimizer)
+        after.append(flat_parameters(policy).clone())
+    found = []
+    for w in rl["waypoints"]:
+        ref = flat_parameters(w)
+        found.append([s for s, p in enumerate(after) if torch.equal(p, ref)])
+    named = [x["step"] for x in rl["lineage"]]
+    ok = len(found) == len(named) and all(f == [s] for f, s in zip(found, named))
+    return {"replayed_steps": [f[0] if len(f) == 1 else None for f in found], "waypoint_lineage_replayed": ok}
+
+
+class FrozenLedger:
+    """The frozen policies that later code could write to, each with its parameters at freezing.
+
+    Only modules that are *used* after freezing belong here (the waypoints read by
+    distillation).  A private copy that nothing touches cannot change, and a delta
+    of it would be a check that cannot fail.
+    """
+
+    def __init__(self, modules: dict[str, torch.nn.Module]):
+        self.modules = dict(modules)
+        self.references = {name: flat_parameters(m).clone() for name, m in self.modules.items()}
+
+    def deltas(self) -> dict[str, float]:
+        """``{name: ||theta_now - theta_frozen||_2}``; every value must be exactly 0."""
+        return {name: float((flat_parameters(m) - self.references[name]).norm()) for name, m in self.modules.items()}

@@ -1,0 +1,124 @@
+"""The effect study: can the waypoint gate be seen at all?  Paired per-seed differences.
+
+For each seed, both RL noise levels (``teacher_rl_rollouts``) and both student
+starts, the five arms of :func:`litrepro.waypoint.experiment.compare_arms` run
+from the same student, on the same prompts and random streams.  Each comparison
+``A - B`` is a per-seed difference d_s, summarised by its mean and 95% Student-t
+interval (:func:`litrepro.stats.paired_ci`).  ``studies/waypoint_effect_study.py``
+runs it (``make effect-study``) and writes ``rendered/waypoint_opd/effect_study.json``
+with the sha256 of every source file it ran on, so a test can tell that the
+committed file is current without re-running it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from litrepro.paths import ROOT
+
+PATH = ROOT / "rendered" / "waypoint_opd" / "effect_study.json"
+PLOT = PATH.with_suffix(".png")
+#: Files whose content determines the study's numbers.
+SOURCES = ("src/litrepro/waypoint/config.py", "src/litrepro/waypoint/corpus.py", "src/litrepro/waypoint/diagnostics.py",
+           "src/litrepro/waypoint/experiment.py", "src/litrepro/waypoint/model.py", "src/litrepro/waypoint/opd.py",
+           "src/litrepro/waypoint/teacher.py", "src/litrepro/waypoint/effect_study.py", "src/litrepro/stats.py",
+           "studies/waypoint_effect_study.py")
+STARTS = ("independent", "waypoint0")
+RL_ROLLOUTS = (8, 64)
+METRICS = ("validation_nll", "expected_parity_rate")
+COMPARISONS = (("waypoint", "final_only"), ("waypoint", "shuffled"), ("waypoint", "matched_compute"),
+               ("waypoint", "none"), ("final_only", "none"), ("matched_compute", "none"))
+
+
+def source_hashes() -> dict[str, str]:
+    return {name: hashlib.sha256((ROOT / name).read_bytes()).hexdigest() for name in SOURCES}
+
+
+def run_seed(seed: int, *, steps: int, eval_prompts: int, corpus, device) -> list[dict[str, Any]]:
+    """One seed: every (RL rollouts, start) condition, every arm; one row per condition."""
+    import torch
+
+    from litrepro.waypoint import experiment as wp
+    from litrepro.waypoint.config import WaypointConfig
+
+    rows = []
+    for rollouts in RL_ROLLOUTS:
+        cfg = WaypointConfig(seed=seed, teacher_rl_rollouts=rollouts, comparison_steps=steps,
+                             comparison_eval_prompts=eval_prompts)
+        generator = torch.Generator().manual_seed(seed)
+        teacher, _ = wp.pretrained_policy(cfg, corpus, generator, device, steps=cfg.teacher_steps, stage="teacher_pretrain")
+        rl = wp.teacher_rl(cfg, teacher, corpus, generator, device)
+        for start in STARTS:
+            student = wp.initial_student(cfg, rl, corpus, device, seed, start=start)
+            out = wp.compare_arms(cfg, student, rl["waypoints"], corpus, device, seed)
+            gates = out["waypoint"]["mean_gate"]
+            rows.append({"seed": seed, "teacher_rl_rollouts": rollouts, "student_start": start,
+                         "mean_gate": sum(gates) / len(gates),
+                         "teacher_final_expected_parity_rate": out["teacher_final"]["expected_parity_rate"],
+                         **{f"{arm}.{m}": out[arm][m] for arm in wp.ARMS for m in METRICS}})
+    return rows
+
+
+def summarise(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Paired differences ``{comparison, metric, n, mean_difference, ci95_low, ci95_high}`` per condition."""
+    from litrepro.stats import paired_ci
+
+    out = []
+    for rollouts in RL_ROLLOUTS:
+        for start in STARTS:
+            cond = sorted((r for r in rows if r["teacher_rl_rollouts"] == rollouts and r["student_start"] == start),
+                          key=lambda r: r["seed"])
+            for a, b in COMPARISONS:
+                for metric in METRICS:
+                    ci = paired_ci([r[f"{a}.{metric}"] for r in cond], [r[f"{b}.{metric}"] for r in cond])
+                    out.append({"comparison": f"{a} - {b}", "metric": metric, "student_start": start,
+                                "teacher_rl_rollouts": rollouts, **ci})
+    return out
+
+
+def load(path: Path = PATH) -> dict[str, Any]:
+    return json.loads(Path(path).read_text())
+
+
+def table(data: Mapping[str, Any]):
+    """The differences as a DataFrame of rounded strings, with the verdict of each interval."""
+    import pandas as pd
+
+    from litrepro.stats import verdict
+
+    def num(x: float) -> str:
+        return f"{x:+.2e}"
+
+    return pd.DataFrame([{"start": r["student_start"], "RL rollouts": r["teacher_rl_rollouts"],
+                          "comparison": r["comparison"], "metric": r["metric"], "n": r["n"],
+                          "mean difference": num(r["mean_difference"]),
+                          "95% CI": f"[{num(r['ci95_low'])}, {num(r['ci95_high'])}]", "verdict": verdict(r)}
+                         for r in data["differences"]]).set_index(["start", "RL rollouts", "comparison", "metric"])
+
+
+def plot(data: Mapping[str, Any]):
+    """One panel per metric: each comparison's mean difference and 95% CI, per condition."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 6.5))
+    axes = fig.subplots(1, len(METRICS))
+    conds = [(s, k) for k in RL_ROLLOUTS for s in STARTS]
+    for ax, metric in zip(axes, METRICS):
+        rows = [r for r in data["differences"] if r["metric"] == metric]
+        labels = []
+        for i, r in enumerate(rows):
+            c = conds.index((r["student_start"], r["teacher_rl_rollouts"]))
+            ax.errorbar(r["mean_difference"], i, xerr=[[r["mean_difference"] - r["ci95_low"]],
+                                                       [r["ci95_high"] - r["mean_difference"]]],
+                        fmt="o", color=f"C{c}", ms=3, capsize=2)
+            labels.append(f"{r['comparison']} | {r['student_start']}, {r['teacher_rl_rollouts']} rollouts")
+        ax.axvline(0, color="k", lw=0.6)
+        ax.set_yticks(range(len(labels)), labels, fontsize=6)
+        ax.set(xlabel=f"paired difference in {metric} (95% CI)", title=metric)
+        ax.set_xscale("symlog", linthresh=1e-4)
+    fig.suptitle(f"waypoint_opd effect study: n = {data['n_seeds']} seeds per condition", fontsize=9)
+    fig.tight_layout()
+    return fig
