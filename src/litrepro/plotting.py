@@ -94,7 +94,9 @@ def estimate_vs_truth(rows: Mapping[str, Mapping[str, Sequence[float]]], title: 
         ax.bar(x + offset, means, width=0.36, yerr=errs, capsize=4, label=label)
     ax.set_xticks(x, names)
     ax.set(ylabel="mean reward per decision", title=title)
-    ax.legend(loc="lower right")
+    low = min(min(np.asarray(rows[n][k], dtype=float).min() for n in names) for k in ("ips", "true_value"))
+    ax.set_ylim(bottom=min(0.0, low))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)  # below the axes
     fig.tight_layout()
     return fig
 

@@ -14,6 +14,7 @@ regressed onto synthetic labels.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -34,6 +35,8 @@ class Transitions:
     value_reward: Tensor   # (N,)
     cpc_cost: Tensor       # (N,)
     reward: Tensor         # (N,) value + lambda * CPC reduction
+    cpc: Tensor            # (N,) the segment's smoothed CPC
+    target_cpc: Tensor     # (N,) the campaign's target CPC tau
     next_state: Tensor     # (N, F)
     done: Tensor           # (N,)
 
@@ -42,6 +45,13 @@ class Transitions:
 
     def index(self, idx: Tensor) -> "Transitions":
         return Transitions(*(getattr(self, f)[idx] for f in self.__dataclass_fields__))
+
+    def with_permuted_rewards(self, generator: torch.Generator) -> "Transitions":
+        """The same states and actions with (r^v, c, r) shuffled across transitions: the control
+        regression of ``actual_reward_regression_update``, whose targets carry no state-action signal."""
+        perm = torch.randperm(len(self), generator=generator).to(self.action.device)   # (N,)
+        return dataclasses.replace(self, value_reward=self.value_reward[perm], cpc_cost=self.cpc_cost[perm],
+                                   reward=self.reward[perm])
 
 
 class TwoHeadCritic(nn.Module):

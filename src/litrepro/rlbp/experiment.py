@@ -6,7 +6,10 @@ cells stay short.  Section numbers match the notebook's headings.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import hashlib
+import json
 import math
 from dataclasses import dataclass
 
@@ -14,17 +17,25 @@ import torch
 from torch import Tensor
 
 from litrepro.rlbp import fixtures
-from litrepro.rlbp.actor import Actor, row_mass_error, support_is_exact_top_k, top_k_policy, train_actor
+from litrepro.rlbp.actor import (Actor, fused_scores, row_mass_error, support_is_exact_top_k, top_k_policy,
+                                 train_actor)
 from litrepro.rlbp.config import RLBPConfig
 from litrepro.rlbp.critic import Transitions, TwoHeadCritic, train_critic
 from litrepro.rlbp.ope import ips_reference, ips_standard_error, ordinary_ips
 from litrepro.rlbp.pid import N_ACTIONS, action_grid, actions_are_bounded, pid_terms
-from litrepro.rlbp.reward import cpc_reduction, total_reward
-from litrepro.rlbp.simulator import (FEATURES, Campaigns, DayLog, Policy, SimSettings, draw_day,
+from litrepro.rlbp.reward import total_reward
+from litrepro.rlbp.simulator import (FEATURES, KINDS, Campaigns, DayLog, Policy, SimSettings, draw_day,
                                      make_campaigns, simulate_day)
 
 F64 = torch.float64
 FIXED_GAIN_ACTION = 4  # multipliers (1.0, 1.0) in the default grid
+#: ``actual_reward_regression_update`` needs the held-out TD loss at most this share of the
+#: permuted-reward control's (measured: 0.2-0.4 on seeds 42-44; a fault lands above 0.9).
+CONTROL_MARGIN = 0.8
+#: A served top-k probability below this is "negligible" in the policy display.
+NEGLIGIBLE = 1e-3
+#: Fusion weights of the lambda trade-off (Section 8).
+LAMBDAS = (0.0, 0.5, 1.0, 2.0, 4.0)
 
 
 @dataclass(frozen=True)
@@ -120,12 +131,17 @@ def _flatten(logs: list[DayLog], campaigns: Campaigns, lam: float, keep: Tensor)
     cpc = cat("cpc")
     return Transitions(state=cat("states"), action=cat("actions"), propensity=cat("propensity"),
                        value_reward=cat("value_reward"), cpc_cost=cat("cpc_cost"),
-                       reward=total_reward(cat("value_reward"), cpc, tau, lam),
+                       reward=total_reward(cat("value_reward"), cpc, tau, lam), cpc=cpc, target_cpc=tau,
                        next_state=cat("next_states"), done=cat("done"))
 
 
 def collect_logged_data(world: World, generator: torch.Generator) -> dict:
-    """``logged_days`` days under the behaviour policy, split by campaign into train / held-out."""
+    """``logged_days`` days under the behaviour policy, split by campaign into train / held-out.
+
+    Also returns the market's shape under the behaviour policy: ``cpc_ratio`` (D, K, C) =
+    CPC / tau per segment, ``spent_end`` (D, C) the end-of-day spent fraction, and
+    ``segments_over_target_fraction``, the share of campaign-segments with CPC > tau.
+    """
     cfg = world.cfg
     policy = behaviour_policy(cfg.behaviour_epsilon)
     logs = [simulate_day(world.campaigns, draw_day(world.campaigns, cfg.opportunities_per_step, generator),
@@ -134,44 +150,145 @@ def collect_logged_data(world: World, generator: torch.Generator) -> dict:
     idx = torch.arange(cfg.n_campaigns, device=world.device)
     train = _flatten(logs, world.campaigns, cfg.lambda_cpc, idx[:-n_heldout])
     heldout = _flatten(logs, world.campaigns, cfg.lambda_cpc, idx[-n_heldout:])
-    tau = world.campaigns.target_cpc.expand(cfg.segments_per_day, -1)                 # (K, C)
-    over = [log.cpc > tau for log in logs]
-    negative_when_over = all(bool((cpc_reduction(log.cpc, tau)[m] < 0).all()) for log, m in zip(logs, over))
-    return {"train": train, "heldout": heldout, "logs": logs,
-            "segments_over_target": int(sum(int(m.sum()) for m in over)), "logged_reductions_negative": negative_when_over}
+    cpc_ratio = torch.stack([log.cpc for log in logs]) / world.campaigns.target_cpc        # (D, K, C)
+    spent_end = torch.stack([log.spent_fraction[-1] for log in logs])                     # (D, C)
+    return {"train": train, "heldout": heldout, "logs": logs, "cpc_ratio": cpc_ratio, "spent_end": spent_end,
+            "segments_over_target_fraction": float((cpc_ratio > 1).to(F64).mean())}
+
+
+def market_by_kind(world: World, data: dict) -> list[dict]:
+    """Per campaign kind: count, share of segments over target CPC, mean end-of-day spend."""
+    kinds = world.campaigns.kind
+    return [{"kind": name, "campaigns": int((kinds == k).sum()),
+             "segments_over_target": float((data["cpc_ratio"][:, :, kinds == k] > 1).to(F64).mean()),
+             "mean_spent_fraction": float(data["spent_end"][:, kinds == k].mean())}
+            for k, name in enumerate(KINDS)]
+
+
+def cpc_sign_retained(world: World, data: dict) -> bool:
+    """``CPC_reduction_retains_negative_sign`` on the data the pipeline actually uses.
+
+    Recomputes, independently of ``litrepro.rlbp.reward``, the CPC head's cost
+    c = (CPC - tau) / tau and the fused reward r = r^v - lambda c of every logged
+    transition, and requires: the stored c and r equal them; c takes both signs (the
+    market has segments above and below target); and, for lambda > 0, every segment
+    above target is penalised (r < r^v).  Together with the hand fixture (CPC 1.5 tau
+    gives exactly -0.5), an ``abs()`` or a clip anywhere on that path turns this false.
+    """
+    lam = world.cfg.lambda_cpc
+    ok = True
+    for part in (data["train"], data["heldout"]):
+        cost = (part.cpc - part.target_cpc) / part.target_cpc                                  # (N,)
+        ok &= bool(torch.allclose(part.cpc_cost, cost, rtol=1e-12, atol=1e-12))
+        ok &= bool(torch.allclose(part.reward, part.value_reward - lam * cost, rtol=1e-12, atol=1e-12))
+        over = cost > 0
+        ok &= bool(over.any()) and bool((cost < 0).any())
+        ok &= lam == 0 or bool((part.reward[over] < part.value_reward[over]).all())
+    return ok and fixtures.cpc_sign_fixture(lam)["CPC_reduction_retains_negative_sign"]
 
 
 # --- Section 4-5: critic --------------------------------------------------------------------
 
 def fit_critic(world: World, data: dict, generator: torch.Generator) -> tuple[TwoHeadCritic, dict]:
+    """TD regression on the logged rewards, and the same regression on permuted rewards (the control).
+
+    Both critics start from the same weights and see the same minibatch indices' states
+    and actions; only the control's (r^v, c) are shuffled across transitions.  The report
+    gains ``control_heldout_after``: the control's held-out TD loss (value, CPC).
+    """
     cfg = world.cfg
     critic = TwoHeadCritic(len(FEATURES), cfg.hidden).to(world.device)
-    report = train_critic(critic, data["train"], data["heldout"], steps=cfg.critic_steps, lr=cfg.critic_lr,
-                          batch_size=cfg.batch_size, gamma=cfg.gamma,
-                          target_update_every=cfg.target_update_every, generator=generator)
+    control = copy.deepcopy(critic)
+    hyper = dict(steps=cfg.critic_steps, lr=cfg.critic_lr, batch_size=cfg.batch_size, gamma=cfg.gamma,
+                 target_update_every=cfg.target_update_every)
+    control_train = data["train"].with_permuted_rewards(generator)
+    control_state = generator.get_state()
+    report = train_critic(critic, data["train"], data["heldout"], generator=generator, **hyper)
+    after_main = generator.get_state()
+    generator.set_state(control_state)                 # the control draws the same minibatch indices
+    control_report = train_critic(control, control_train, data["heldout"], generator=generator, **hyper)
+    generator.set_state(after_main)
+    report["control_heldout_after"] = control_report["heldout_after"]
     return critic, report
 
 
 def reward_regression_update(report: dict, train: Transitions) -> bool:
-    """``actual_reward_regression_update``: weights moved, on non-constant logged rewards, and held-out TD loss fell."""
+    """``actual_reward_regression_update``: the critic learned from the logged rewards themselves.
+
+    The weights moved, the logged rewards and costs vary, the held-out TD loss fell, and,
+    the part that needs the real targets, it ended at most ``CONTROL_MARGIN`` times the
+    held-out TD loss of the permuted-reward control.  A critic regressed onto zeros, onto
+    random labels or onto shuffled rewards cannot beat the control by that margin.
+    """
+    after, control = sum(report["heldout_after"]), sum(report["control_heldout_after"])
     return (report["parameter_change"] > 0 and float(train.value_reward.std()) > 0
-            and float(train.cpc_cost.std()) > 0 and sum(report["heldout_after"]) < sum(report["heldout_before"]))
+            and float(train.cpc_cost.std()) > 0 and after < sum(report["heldout_before"])
+            and after <= CONTROL_MARGIN * control)
 
 
 # --- Section 6: actor -----------------------------------------------------------------------
 
-def fit_actor(world: World, critic: TwoHeadCritic, data: dict, generator: torch.Generator) -> tuple[Actor, dict]:
+def fit_actor(world: World, critic: TwoHeadCritic, data: dict, generator: torch.Generator,
+              lam: float | None = None) -> tuple[Actor, dict]:
+    """Train the actor on S = Q^v - lam Q^c (``lam`` defaults to ``lambda_cpc``)."""
     cfg = world.cfg
+    lam = cfg.lambda_cpc if lam is None else lam
+    start = generator.get_state()
     actor = Actor(len(FEATURES), cfg.hidden).to(world.device)
     report = train_actor(actor, critic, data["train"].state, steps=cfg.actor_steps, lr=cfg.actor_lr,
-                         lam=cfg.lambda_cpc, batch_size=cfg.actor_batch_size, generator=generator)
+                         lam=lam, batch_size=cfg.actor_batch_size, generator=generator)
     with torch.no_grad():
         logits = actor(data["heldout"].state)                                            # (N, 9)
         probs = top_k_policy(logits, cfg.top_k)                                          # (N, 9)
+    ranked = probs.sort(-1, descending=True).values[:, :cfg.top_k]                       # (N, k)
     report.update(policy_row_mass_error=row_mass_error(probs),
                   exact_top_k_support=support_is_exact_top_k(probs, logits, cfg.top_k),
-                  mean_action_probs=probs.mean(0).tolist())
+                  mean_action_probs=probs.mean(0).tolist(),
+                  mean_ranked_probs=ranked.mean(0).tolist(),
+                  negligible_last_action_fraction=float((ranked[:, -1] < NEGLIGIBLE).to(F64).mean()),
+                  generator_start=start)
     return actor, report
+
+
+def fusion_diagnostics(world: World, critic: TwoHeadCritic, actor: Actor, actor_report: dict, data: dict,
+                       generator: torch.Generator) -> dict:
+    """How fusion acts on the held-out states, and whether the actor follows it.
+
+    With S = Q^v - lambda Q^c on held-out states s:
+      ``fusion_changes_argmax_fraction``  = mean_s [argmax S(s, .) != argmax Q^v(s, .)]
+      ``actor_fused_argmax_agreement``    = mean_s [argmax z(s) == argmax S(s, .)]
+      ``fused_score_gain``                = mean_s sum_a (pi_lambda - pi_0)(a|s) S(s, a)
+    where pi_0 is a control actor trained on Q^v alone from the same initial generator
+    state as the served actor pi_lambda (same weights, same minibatches).  Fusion changed
+    what the actor prefers, in the right direction, when the gain is positive.
+    """
+    cfg = world.cfg
+    resume = generator.get_state()
+    generator.set_state(actor_report["generator_start"])
+    control, _ = fit_actor(world, critic, data, generator, lam=0.0)
+    generator.set_state(resume)
+    states = data["heldout"].state                                                       # (N, F)
+    with torch.no_grad():
+        q_value, q_cpc = critic(states)                                                  # (N, 9) each
+        fused = fused_scores(q_value, q_cpc, cfg.lambda_cpc)                             # (N, 9)
+        logits = actor(states)                                                           # (N, 9)
+        pi_lambda, pi_0 = top_k_policy(logits, cfg.top_k), top_k_policy(control(states), cfg.top_k)  # (N, 9)
+    return {"fusion_changes_argmax_fraction": float((fused.argmax(-1) != q_value.argmax(-1)).to(F64).mean()),
+            "actor_fused_argmax_agreement": float((logits.argmax(-1) == fused.argmax(-1)).to(F64).mean()),
+            "fused_score_gain": float(((pi_lambda - pi_0) * fused).sum(-1).mean())}
+
+
+def fusion_changes_preference(world: World, diagnostics: dict) -> bool:
+    """``fusion_changes_preference``: on the fixture, and in the data.
+
+    The hand fixture's argmax moves (needs lambda > 0.25), fusion moves the critic's
+    argmax on some held-out states, and the served actor scores higher on the fused
+    objective than the value-only control actor (``fused_score_gain`` > 0).  An actor
+    trained on Q^v + lambda Q^c, or on Q^v alone, fails the last part.
+    """
+    d = diagnostics
+    return (fixtures.fusion_fixture(world.cfg.lambda_cpc)["fusion_changes_preference"]
+            and d["fusion_changes_argmax_fraction"] > 0 and d["fused_score_gain"] > 0)
 
 
 def learned_policy(actor: Actor, k: int) -> Policy:
@@ -202,40 +319,81 @@ def _target_probs(name: str, actor: Actor, state: Tensor, cfg: RLBPConfig) -> Te
 POLICIES = ("learned", "behaviour", "fixed_gain")
 
 
-def evaluate_policies(world: World, actor: Actor, data: dict, generator: torch.Generator) -> dict:
-    """Ordinary IPS on the held-out log, and each policy's value simulated on fresh days.
+def draw_eval_days(world: World, generator: torch.Generator) -> list:
+    """``eval_days`` fresh days of auctions; every evaluated policy meets the same ones."""
+    return [draw_day(world.campaigns, world.cfg.opportunities_per_step, generator) for _ in range(world.cfg.eval_days)]
 
-    Both estimate the mean reward per decision r = value + lambda * CPC reduction.
+
+def simulate_truth(world: World, days: list, policy: Policy, generator: torch.Generator, lam: float) -> dict:
+    """A policy run on ``days``: its value reward, CPC overshoot and fused reward, per decision.
+
+        value          = mean_{d,k,c} r^v
+        cpc_overshoot  = mean_{d,k,c} max(0, CPC / tau - 1)
+        true_value     = mean_{d,k,c} (r^v + lambda (tau - CPC) / tau)
+    """
+    tau = world.campaigns.target_cpc
+    logs = [simulate_day(world.campaigns, d, policy, world.settings, generator) for d in days]
+    value = torch.stack([log.value_reward for log in logs])                             # (days, K, C)
+    cpc = torch.stack([log.cpc for log in logs])                                         # (days, K, C)
+    total = total_reward(value, cpc, tau, lam)                                           # (days, K, C)
+    per_day = total.mean((1, 2))                                                         # (days,)
+    return {"value": float(value.mean()), "cpc_overshoot": float((cpc / tau - 1).clamp(min=0).mean()),
+            "true_value": float(total.mean()),
+            "true_se": float(per_day.std() / math.sqrt(len(days))) if len(days) > 1 else 0.0}
+
+
+def evaluate_policies(world: World, actor: Actor, data: dict, days: list, generator: torch.Generator) -> dict:
+    """Ordinary IPS on the held-out log, and each policy's simulated truth on ``days``.
+
+    Both estimate the mean reward per decision r = value + lambda * CPC reduction;
+    the truth also reports the value reward alone and the CPC overshoot.
     """
     cfg, heldout = world.cfg, data["heldout"]
-    days = [draw_day(world.campaigns, cfg.opportunities_per_step, generator) for _ in range(cfg.eval_days)]
     runners = {"learned": learned_policy(actor, cfg.top_k), "behaviour": behaviour_policy(cfg.behaviour_epsilon),
                "fixed_gain": constant_policy(FIXED_GAIN_ACTION)}
-    tau = world.campaigns.target_cpc
     out = {}
     for name in POLICIES:
         pi = _target_probs(name, actor, heldout.state, cfg).gather(1, heldout.action[:, None]).squeeze(1)  # (N,)
-        rewards = [total_reward(log.value_reward, log.cpc, tau, cfg.lambda_cpc)
-                   for log in (simulate_day(world.campaigns, d, runners[name], world.settings, generator) for d in days)]
-        truth = torch.stack(rewards)                                                      # (days, K, C)
         out[name] = {"ips": float(ordinary_ips(heldout.reward, pi, heldout.propensity)),
                      "ips_se": ips_standard_error(heldout.reward, pi, heldout.propensity),
-                     "true_value": float(truth.mean()),
-                     "true_se": float(truth.mean((1, 2)).std() / math.sqrt(len(days))) if len(days) > 1 else 0.0}
+                     **simulate_truth(world, days, runners[name], generator, cfg.lambda_cpc)}
         if name == "learned":
             reference = ips_reference(heldout.reward.tolist(), pi.tolist(), heldout.propensity.tolist())
             out["ips_reference_error"] = abs(out[name]["ips"] - reference)
     return out
 
 
+# --- Section 8: the lambda trade-off ---------------------------------------------------------
+
+def lambda_sweep(world: World, critic: TwoHeadCritic, data: dict, days: list, generator: torch.Generator,
+                 lambdas: tuple[float, ...] = LAMBDAS) -> list[dict]:
+    """Retrain the actor for each fusion weight and simulate it on ``days``.
+
+    The critic's heads regress r^v and c separately, so they do not depend on lambda;
+    only the actor, trained on Q^v - lambda Q^c, is refitted.  Each row holds lambda,
+    the policy's value reward and CPC overshoot (lambda-free measures), and its fused
+    reward at the run's own ``lambda_cpc``.  Every lambda starts from the same generator
+    state, so two lambdas that yield the same actor yield the same row, and the rows
+    differ only through lambda.
+    """
+    rows = []
+    start = generator.get_state()
+    for lam in lambdas:
+        generator.set_state(start)  # common random numbers: each lambda sees the same minibatches and draws
+        actor, _ = fit_actor(world, critic, data, generator, lam=lam)
+        truth = simulate_truth(world, days, learned_policy(actor, world.cfg.top_k), generator, world.cfg.lambda_cpc)
+        rows.append({"lambda": lam, "value": truth["value"], "cpc_overshoot": truth["cpc_overshoot"]})
+    return rows
+
+
 # --- Results in the seed file's vocabulary --------------------------------------------------
 
 def collect_results(world: World, *, critic_report: dict, actor_report: dict, data: dict, evaluation: dict,
-                    derivative_error: float, guard, execution: tuple[str, str], fingerprint: str) -> dict:
+                    fusion: dict, sweep: list[dict], derivative_error: float, guard, execution: tuple[str, str],
+                    fingerprint: str) -> dict:
     """Metrics and checks named as in the seed file, plus curves and beyond-seed figures."""
     cfg = world.cfg
-    backup = fixtures.backup_fixture()
-    cpc = fixtures.cpc_sign_fixture(cfg.lambda_cpc)
+    backup = fixtures.backup_fixture(cfg.gamma)
     metrics = {
         "td_loss_before": sum(critic_report["heldout_before"]),
         "td_loss_after": sum(critic_report["heldout_after"]),
@@ -249,31 +407,69 @@ def collect_results(world: World, *, critic_report: dict, actor_report: dict, da
     }
     checks = {
         "actual_reward_regression_update": reward_regression_update(critic_report, data["train"]),
-        "CPC_reduction_retains_negative_sign": cpc["CPC_reduction_retains_negative_sign"]
-        and data["logged_reductions_negative"],
+        "CPC_reduction_retains_negative_sign": cpc_sign_retained(world, data),
         "opposite_backup_directions": backup["opposite_backup_directions"],
-        "fusion_changes_preference": fixtures.fusion_fixture(cfg.lambda_cpc)["fusion_changes_preference"],
+        "fusion_changes_preference": fusion_changes_preference(world, fusion),
         "exact_top_k_support": actor_report["exact_top_k_support"],
         "nine_bounded_PID_actions": nine_bounded_actions(world),
         "ordinary_IPS_not_self_normalized": fixtures.ips_fixture()["ordinary_IPS_not_self_normalized"],
         "no_live_bidder_or_model_calls": guard.clean,
     }
-    beyond = {f"{name}_{key}": evaluation[name][key] for name in POLICIES for key in ("ips", "ips_se", "true_value", "true_se")}
+    beyond = {f"{name}_{key}": evaluation[name][key] for name in POLICIES
+              for key in ("ips", "ips_se", "true_value", "true_se", "value", "cpc_overshoot")}
     beyond.update(td_loss_value_before=critic_report["heldout_before"][0], td_loss_cpc_before=critic_report["heldout_before"][1],
                   td_loss_value_after=critic_report["heldout_after"][0], td_loss_cpc_after=critic_report["heldout_after"][1],
+                  control_td_loss_after=sum(critic_report["control_heldout_after"]),
+                  segments_over_target_fraction=data["segments_over_target_fraction"],
+                  fusion_changes_argmax_fraction=fusion["fusion_changes_argmax_fraction"],
+                  actor_fused_argmax_agreement=fusion["actor_fused_argmax_agreement"],
+                  fused_score_gain=fusion["fused_score_gain"],
+                  negligible_last_action_fraction=actor_report["negligible_last_action_fraction"],
                   network_calls=guard.network_calls)
     return {"method": "pinterest_rlbp", "seed": cfg.seed, "metrics": metrics, "checks": checks,
-            "beyond_seed_metrics": beyond,
+            "beyond_seed_metrics": beyond, "lambda_sweep": sweep,
             "curves": {"td_loss_value": critic_report["td_loss_value"], "td_loss_cpc": critic_report["td_loss_cpc"],
                        "actor_loss": actor_report["loss"], "mean_action_probs": actor_report["mean_action_probs"]},
             "execution_device": execution[0], "execution_accelerator": execution[1],
             "dataset_fingerprint": fingerprint}
 
 
-def dataset_fingerprint(data: dict) -> str:
-    """sha256 over the logged transitions' bytes: identifies the synthetic data set."""
-    digest = hashlib.sha256()
+def dataset_fingerprint(cfg: RLBPConfig, data: dict) -> str:
+    """sha256 of what identifies the synthetic data set and is the same on every machine.
+
+    Hashing the logged floats would not be: other CPUs round exp/log/sigmoid differently
+    in the last bit.  So the hash covers the parameters that generate the data and the
+    logged actions and done flags, which are integers drawn from the seeded generator.
+    """
+    digest = hashlib.sha256(json.dumps(dataclasses.asdict(cfg), sort_keys=True).encode())
     for part in (data["train"], data["heldout"]):
-        for name in part.__dataclass_fields__:
-            digest.update(getattr(part, name).detach().cpu().contiguous().numpy().tobytes())
+        for name in ("action", "done"):
+            digest.update(getattr(part, name).detach().cpu().to(torch.int64).contiguous().numpy().tobytes())
     return "sha256:" + digest.hexdigest()
+
+
+def run(cfg: RLBPConfig, device: torch.device | str = "cpu", *, sweep: bool = True) -> dict:
+    """Every section in the notebook's order, without the displays: the seed's results.
+
+    For tests, the fault suite and scripts; the notebook calls the same functions cell by
+    cell.  Seeds exactly as the notebook's seeding block does.
+    """
+    from litrepro.guard import OfflineGuard
+    from litrepro.seeding import describe_device, seed_everything
+
+    generator = seed_everything(cfg.seed)
+    device = torch.device(device)
+    with OfflineGuard() as guard:
+        world = build_world(cfg, generator, device)
+        demo = pid_demo(world, generator, actions=(0, 8))
+        derivative_error = derivative_gain_error(demo["logs"][8], cfg.kd, cfg.steps_per_day)
+        data = collect_logged_data(world, generator)
+        critic, critic_report = fit_critic(world, data, generator)
+        actor, actor_report = fit_actor(world, critic, data, generator)
+        fusion = fusion_diagnostics(world, critic, actor, actor_report, data, generator)
+        days = draw_eval_days(world, generator)
+        evaluation = evaluate_policies(world, actor, data, days, generator)
+        rows = lambda_sweep(world, critic, data, days, generator) if sweep else []
+    return collect_results(world, critic_report=critic_report, actor_report=actor_report, data=data,
+                           evaluation=evaluation, fusion=fusion, sweep=rows, derivative_error=derivative_error,
+                           guard=guard, execution=describe_device(device), fingerprint=dataset_fingerprint(cfg, data))

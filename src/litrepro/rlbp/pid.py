@@ -39,6 +39,15 @@ def pid_terms(errors: Tensor, kp: Tensor | float, ki: Tensor | float, kd: Tensor
     return p, i, d
 
 
+def derivative(e: Tensor, e_prev: Tensor | None, kd: float, dt: float) -> Tensor:
+    """The online controller's D_t = Kd (e_t - e_{t-1}) / dt, with e_{-1} := e_0 at the first step.
+
+    ``e_prev`` is None at the first step of the day; all tensors (C,).
+    """
+    previous = e if e_prev is None else e_prev                   # e_{-1} := e_0: no derivative kick
+    return kd * (e - previous) / dt
+
+
 def action_grid(kp_base: float, ki_base: float, multipliers: list[float], *,
                 kp_bounds: tuple[float, float], ki_bounds: tuple[float, float]) -> tuple[Tensor, Tensor]:
     """The 3x3 grid of (Kp, Ki) gains, each clipped to its bounds.

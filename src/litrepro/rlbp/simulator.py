@@ -3,15 +3,19 @@
 Our reconstruction (the seed fixes only component contracts, not a simulator):
 
 * Campaign c has a daily budget B_c, a target CPC tau_c, a base bid b_c and a
-  time-of-day traffic curve a_{t,c} (chance that an opportunity is live).
+  time-of-day traffic curve a_{t,c} (chance that an opportunity is live).  It is
+  one of three kinds (``KINDS``) that make the CPC target, the budget, or
+  neither bind (see :func:`make_campaigns`).
 * Each opportunity has a competing price p ~ s_c LogNormal(0, 0.5) and a click
   probability q = sigmoid(logit_c + 0.5 N(0, 1)).  A live opportunity is won
-  when bid > p and budget remains; the winner pays p (second price) and gets
-  q expected clicks.
-* The bid is the exponential actuator of Zhang et al. (WSDM 2016):
+  when bid > p; the winner pays p (second price) and gets q expected clicks.
+  Within a step the auctions are taken in order and a campaign stops at the
+  first win it cannot afford, so spend never exceeds the budget.
+* The bid is an exponential actuator:
   bid_{t,c} = b_c exp(phi_{t,c}),  phi = clip(P + I + D, -phi_max, phi_max),
   where the PID acts on the pacing error
-  e_t = plan_{t-1} - spend_{<t} / B   (planned minus actual spent fraction).
+  e_t = plan_t - spend_{<t} / B   (the spent fraction planned by the end of
+  step t minus the fraction spent before it; e_0 = plan_0 > 0).
 * The day has K decision segments; at each segment start the policy picks one
   of the nine (Kp, Ki) actions for every campaign at once.
 
@@ -28,11 +32,13 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from litrepro.rlbp import pid
 from litrepro.rlbp.reward import cpc_cost, smoothed_cpc
 
 F64 = torch.float64
 #: Names of the state features, in column order.
-FEATURES = ("time_of_day", "pacing_error", "spent_fraction", "cpc_over_target", "phi", "error_integral")
+FEATURES = ("time_of_day", "pacing_error", "spent_fraction", "cpc_over_target", "phi", "error_integral",
+            "budget_share", "target_margin")
 
 #: policy(states (C, F), generator) -> (actions (C,) long, propensities (C,) float64)
 Policy = Callable[[Tensor, torch.Generator], tuple[Tensor, Tensor]]
@@ -47,6 +53,9 @@ class Campaigns:
     ctr_logit: Tensor     # (C,)
     traffic: Tensor       # (T, C) chance an opportunity is live at step t
     plan: Tensor          # (T, C) planned cumulative spend fraction at the end of step t
+    kind: Tensor          # (C,) long, index into KINDS
+    budget_share: Tensor  # (C,) beta: budget / (expected live opportunities x price scale)
+    target_margin: Tensor  # (C,) m: target CPC x CTR / price scale
 
 
 @dataclass(frozen=True)
@@ -85,25 +94,47 @@ class DayLog:
     spent_fraction: Tensor  # (T, C) after step t
 
 
+#: Campaign kinds: which constraint binds when the controller paces the budget.
+KINDS = ("cpc_constrained", "budget_constrained", "unconstrained")
+KIND_SHARES = torch.tensor([0.5, 0.25, 0.25], dtype=F64)
+BETA = torch.tensor([[0.70, 1.00], [0.10, 0.25], [0.25, 0.45]], dtype=F64)  # (kind, lo/hi) budget share
+MARGIN = torch.tensor([[0.55, 0.85], [1.30, 1.80], [1.30, 1.80]], dtype=F64)  # (kind, lo/hi) target CPC margin
+
+
 def make_campaigns(n: int, steps: int, opportunities: int, generator: torch.Generator,
                    device: torch.device) -> Campaigns:
-    """Draw ``n`` campaigns; budgets range from tight to loose relative to traffic."""
+    """Draw ``n`` campaigns of three kinds (``KINDS``), a third of each in expectation.
+
+    With expected live opportunities L_c and price scale s_c, a campaign that
+    won every live auction would spend about 1.13 L_c s_c; the budget is a share
+    beta_c of L_c s_c.  Its target CPC is tau_c = m_c s_c / sigmoid(logit_c), so
+    CPC / tau ~ E[p | p < bid] / (m_c s_c), which reaches 1 only when pacing
+    pushes the bid well above the typical price and m_c is small:
+
+        kind                beta_c          m_c
+        cpc_constrained     U(0.55, 0.95)   U(0.70, 0.95)   big budget, tight target
+        budget_constrained  U(0.10, 0.25)   U(1.30, 1.80)   small budget, loose target
+        unconstrained       U(0.25, 0.45)   U(1.30, 1.80)   the old defaults, loose target
+    """
     def u(lo, hi):
         return lo + (hi - lo) * torch.rand(n, generator=generator, dtype=F64)
 
+    kind = torch.multinomial(KIND_SHARES, n, replacement=True, generator=generator)  # (C,) index into KINDS
     price_scale = u(0.5, 2.0)
     ctr_logit = -3.0 + 0.3 * torch.randn(n, generator=generator, dtype=F64)
     phase = u(0.0, 1.0)
     t = torch.arange(steps, dtype=F64)[:, None] / steps                        # (T, 1)
     traffic = 0.2 + 0.8 * (0.5 + 0.5 * torch.sin(2 * math.pi * (t - phase)))  # (T, C)
     expected_live = traffic.sum(0) * opportunities                             # (C,)
-    budget = u(0.15, 0.45) * expected_live * price_scale
-    target_cpc = price_scale / torch.sigmoid(ctr_logit) * u(0.8, 1.3)
+    beta = BETA[kind, 0] + (BETA[kind, 1] - BETA[kind, 0]) * torch.rand(n, generator=generator, dtype=F64)  # (C,)
+    m = MARGIN[kind, 0] + (MARGIN[kind, 1] - MARGIN[kind, 0]) * torch.rand(n, generator=generator, dtype=F64)  # (C,)
+    budget = beta * expected_live * price_scale
+    target_cpc = m * price_scale / torch.sigmoid(ctr_logit)
     base_bid = price_scale * torch.exp(u(-0.5, 0.3))
     plan = torch.cumsum(traffic, 0) / traffic.sum(0)                           # (T, C)
     to = dict(device=device)
     return Campaigns(budget.to(**to), target_cpc.to(**to), base_bid.to(**to), price_scale.to(**to),
-                     ctr_logit.to(**to), traffic.to(**to), plan.to(**to))
+                     ctr_logit.to(**to), traffic.to(**to), plan.to(**to), kind.to(**to), beta.to(**to), m.to(**to))
 
 
 def draw_day(c: Campaigns, opportunities: int, generator: torch.Generator) -> DayDraws:
@@ -122,7 +153,7 @@ def _features(step: int, steps: int, error: Tensor, spent: Tensor, clicks: Tenso
     """(C, F) state; see ``FEATURES``."""
     cpc_rel = cpc_cost(smoothed_cpc(spent, clicks, c.target_cpc, smoothing), c.target_cpc).clamp(-1.0, 3.0)
     time = torch.full_like(error, step / steps)
-    return torch.stack([time, error, spent / c.budget, cpc_rel, phi, integral], dim=-1)
+    return torch.stack([time, error, spent / c.budget, cpc_rel, phi, integral, c.budget_share, c.target_margin], dim=-1)
 
 
 def simulate_day(c: Campaigns, draws: DayDraws, policy: Policy, s: SimSettings,
@@ -133,12 +164,11 @@ def simulate_day(c: Campaigns, draws: DayDraws, policy: Policy, s: SimSettings,
     dt = 1.0 / steps
     zeros = torch.zeros(n, dtype=F64, device=c.budget.device)
     spent, clicks, integral, phi, e_prev = zeros.clone(), zeros.clone(), zeros.clone(), zeros.clone(), None
-    plan_prev = torch.cat([torch.zeros_like(c.plan[:1]), c.plan[:-1]])        # (T, C) plan through t-1
     trace = {k: [] for k in ("errors", "d_term", "kp", "ki", "phi", "spent_fraction")}
     seg = {k: [] for k in ("states", "actions", "propensity", "value_reward", "cpc", "cpc_cost")}
 
     def error_at(step):
-        return plan_prev[step] - spent / c.budget                              # e_t = setpoint - measurement
+        return c.plan[step] - spent / c.budget                                 # e_t = plan_t - spend_{<t} / B
 
     for k in range(s.segments):
         t0 = k * seg_len
@@ -149,11 +179,13 @@ def simulate_day(c: Campaigns, draws: DayDraws, policy: Policy, s: SimSettings,
         for t in range(t0, t0 + seg_len):
             e = error_at(t)
             integral = integral + e * dt                                       # sum_{j<=t} e_j dt
-            d = s.kd * (e - (e if e_prev is None else e_prev)) / dt            # e_{-1} := e_0
+            d = pid.derivative(e, e_prev, s.kd, dt)                            # e_{-1} := e_0
             phi = (kp * e + ki * integral + d).clamp(-s.phi_max, s.phi_max)    # P + I + D, bounded
             e_prev = e
             bid = c.base_bid * torch.exp(phi)                                  # (C,) exponential actuator
-            win = draws.live[t] & (draws.price[t] < bid[:, None]) & (spent < c.budget)[:, None]  # (C, M)
+            bids = draws.live[t] & (draws.price[t] < bid[:, None])              # (C, M) auctions the bid would win
+            cost = torch.where(bids, draws.price[t], 0.0).cumsum(-1)            # (C, M) spend if all were won, in order
+            win = bids & (cost <= (c.budget - spent)[:, None])                  # stop at the first unaffordable win
             spent = spent + torch.where(win, draws.price[t], 0.0).sum(-1)
             clicks = clicks + torch.where(win, draws.click_prob[t], 0.0).sum(-1)
             for name, value in (("errors", e), ("d_term", d), ("kp", kp), ("ki", ki), ("phi", phi),
