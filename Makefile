@@ -18,7 +18,7 @@ export MPLBACKEND ?= Agg
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: install reproduce test lab bench corpus clean effect-study
+.PHONY: install reproduce test lab bench corpus clean effect-study rlbp-study
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,10 @@ bench: install
 # waypoint_opd: paired per-seed differences of the arms over 16 seeds (a few minutes on one core)
 effect-study: corpus
 	$(BIN)/python studies/waypoint_effect_study.py --seeds 42-57
+
+# pinterest_rlbp: 20 seeds through the runner, then paired CIs and the lambda frontier (a few minutes)
+rlbp-study: install
+	$(BIN)/python studies/rlbp_policy_study.py --seeds 42-61 --jobs 2
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

@@ -20,7 +20,8 @@ import pandas as pd
 from litrepro import methods, recorded
 from litrepro.paths import ROOT
 from litrepro.provenance import package_versions, source_hashes
-from litrepro.report import fmt
+from litrepro.report import fmt, fmt_zero
+from litrepro.stats import verdict
 
 SCHEMA_VERSION = 2
 #: Per-seed keys copied verbatim from a seed's results when present (waypoint's audit trail).
@@ -107,20 +108,49 @@ def load_seed_results(results_dir: str | Path, method: str) -> list[dict[str, An
     return [json.loads(p.read_text()) for p in paths]
 
 
-def _pm(stats: Mapping[str, Any] | None, digits: int = 4) -> str:
+def _pm(stats: Mapping[str, Any] | None, digits: int = 4, zero: bool = False) -> str:
+    """``mean ± std (n=..)``; with ``zero``, both through :func:`report.fmt_zero` (rounding residue as a bound)."""
     if not stats:
         return "-"
-    std = "n/a" if stats.get("std") is None else fmt(stats["std"], 2)
-    return f"{fmt(stats['mean'], digits)} ± {std} (n={stats['n']})"
+    show = fmt_zero if zero else (lambda v: fmt(v, digits))
+    std = "n/a" if stats.get("std") is None else (fmt_zero(stats["std"]) if zero else fmt(stats["std"], 2))
+    return f"{show(stats['mean'])} ± {std} (n={stats['n']})"
 
 
 def metrics_table(method: str, results: list[Mapping[str, Any]]):
-    """This run's mean ± std per metric beside the seed file's, as a DataFrame of strings."""
+    """This run's mean ± std per metric beside the seed file's, as a DataFrame of strings.
+
+    A metric the seed file records as exactly 0 prints as a bound when it is rounding
+    residue (see :func:`litrepro.report.fmt_zero`).
+    """
     ours = _aggregate([r["metrics"] for r in results])
     rec = recorded.aggregate_metrics(method)
-    rows = [{"metric": n, "this run": _pm(ours.get(n)), "recorded (seed file)": _pm(rec.get(n))}
-            for n in sorted(set(ours) | set(rec))]
+    rows = []
+    for n in sorted(set(ours) | set(rec)):
+        zero = n in rec and rec[n]["mean"] == 0 and not rec[n].get("std")
+        rows.append({"metric": n, "this run": _pm(ours.get(n), zero=zero), "recorded (seed file)": _pm(rec.get(n))})
     return pd.DataFrame(rows).set_index("metric")
+
+
+def study_table(path: str | Path):
+    """The paired comparisons of a many-seed study JSON as strings, or ``None`` when absent.
+
+    Accepts ``{"comparisons": [...]}`` (pinterest_rlbp) and ``{"differences": [...]}`` or a
+    plain list of rows; each row has comparison, metric, n, mean_difference, ci95_low/high.
+    """
+    path = Path(path)
+    path = path if path.is_absolute() else ROOT / path
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+    rows = data if isinstance(data, list) else data.get("comparisons") or data.get("differences") or []
+    standard = {"comparison", "metric", "n", "mean_difference", "ci95_low", "ci95_high", "verdict"}
+    extra = sorted({k for r in rows for k in r} - standard)       # e.g. student_start, teacher_rl_rollouts
+    table = [{**{k: str(r.get(k, "")) for k in extra}, "comparison": r["comparison"], "metric": r["metric"],
+              "n": r["n"], "mean difference": fmt(r["mean_difference"], 3),
+              "95% CI": f"[{fmt(r['ci95_low'], 3)}, {fmt(r['ci95_high'], 3)}]",
+              "verdict": verdict(r)} for r in rows]
+    return pd.DataFrame(table).set_index([*extra, "comparison", "metric"])
 
 
 def checks_per_seed(results: list[Mapping[str, Any]]):

@@ -135,6 +135,13 @@ def _flatten(logs: list[DayLog], campaigns: Campaigns, lam: float, keep: Tensor)
                        next_state=cat("next_states"), done=cat("done"))
 
 
+def heldout_campaigns(world: World) -> Tensor:
+    """(C,) bool: the last ``heldout_fraction`` of campaigns (at least one), held out of training."""
+    cfg = world.cfg
+    n_heldout = max(1, math.ceil(cfg.heldout_fraction * cfg.n_campaigns))
+    return torch.arange(cfg.n_campaigns, device=world.device) >= cfg.n_campaigns - n_heldout
+
+
 def collect_logged_data(world: World, generator: torch.Generator) -> dict:
     """``logged_days`` days under the behaviour policy, split by campaign into train / held-out.
 
@@ -146,10 +153,9 @@ def collect_logged_data(world: World, generator: torch.Generator) -> dict:
     policy = behaviour_policy(cfg.behaviour_epsilon)
     logs = [simulate_day(world.campaigns, draw_day(world.campaigns, cfg.opportunities_per_step, generator),
                          policy, world.settings, generator) for _ in range(cfg.logged_days)]
-    n_heldout = max(1, math.ceil(cfg.heldout_fraction * cfg.n_campaigns))
-    idx = torch.arange(cfg.n_campaigns, device=world.device)
-    train = _flatten(logs, world.campaigns, cfg.lambda_cpc, idx[:-n_heldout])
-    heldout = _flatten(logs, world.campaigns, cfg.lambda_cpc, idx[-n_heldout:])
+    mask = heldout_campaigns(world)
+    train = _flatten(logs, world.campaigns, cfg.lambda_cpc, ~mask)
+    heldout = _flatten(logs, world.campaigns, cfg.lambda_cpc, mask)
     cpc_ratio = torch.stack([log.cpc for log in logs]) / world.campaigns.target_cpc        # (D, K, C)
     spent_end = torch.stack([log.spent_fraction[-1] for log in logs])                     # (D, C)
     return {"train": train, "heldout": heldout, "logs": logs, "cpc_ratio": cpc_ratio, "spent_end": spent_end,
@@ -330,6 +336,10 @@ def simulate_truth(world: World, days: list, policy: Policy, generator: torch.Ge
         value          = mean_{d,k,c} r^v
         cpc_overshoot  = mean_{d,k,c} max(0, CPC / tau - 1)
         true_value     = mean_{d,k,c} (r^v + lambda (tau - CPC) / tau)
+
+    ``true_value_heldout`` is ``true_value`` over the held-out campaigns only: the
+    campaigns whose logged transitions the IPS estimate re-weights, so IPS - truth
+    compares like with like.
     """
     tau = world.campaigns.target_cpc
     logs = [simulate_day(world.campaigns, d, policy, world.settings, generator) for d in days]
@@ -337,8 +347,9 @@ def simulate_truth(world: World, days: list, policy: Policy, generator: torch.Ge
     cpc = torch.stack([log.cpc for log in logs])                                         # (days, K, C)
     total = total_reward(value, cpc, tau, lam)                                           # (days, K, C)
     per_day = total.mean((1, 2))                                                         # (days,)
+    heldout = heldout_campaigns(world)                                                   # (C,) bool
     return {"value": float(value.mean()), "cpc_overshoot": float((cpc / tau - 1).clamp(min=0).mean()),
-            "true_value": float(total.mean()),
+            "true_value": float(total.mean()), "true_value_heldout": float(total[:, :, heldout].mean()),
             "true_se": float(per_day.std() / math.sqrt(len(days))) if len(days) > 1 else 0.0}
 
 
@@ -416,7 +427,7 @@ def collect_results(world: World, *, critic_report: dict, actor_report: dict, da
         "no_live_bidder_or_model_calls": guard.clean,
     }
     beyond = {f"{name}_{key}": evaluation[name][key] for name in POLICIES
-              for key in ("ips", "ips_se", "true_value", "true_se", "value", "cpc_overshoot")}
+              for key in ("ips", "ips_se", "true_value", "true_value_heldout", "true_se", "value", "cpc_overshoot")}
     beyond.update(td_loss_value_before=critic_report["heldout_before"][0], td_loss_cpc_before=critic_report["heldout_before"][1],
                   td_loss_value_after=critic_report["heldout_after"][0], td_loss_cpc_after=critic_report["heldout_after"][1],
                   control_td_loss_after=sum(critic_report["control_heldout_after"]),
