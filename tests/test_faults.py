@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import TINY, run_cli
-from litrepro import runner
+from litrepro import outdir, runner
 from litrepro.paths import ROOT
 
 SETS = [a for s in TINY["pinterest_rlbp"] for a in ("--set", s)]
@@ -43,10 +43,11 @@ def test_sigkill_mid_notebook_leaves_no_partial_output_and_resumes(done_seed):
     proc = subprocess.Popen([sys.executable, "-m", "litrepro", *_args(out, 5, 6, extra=["--force"])],
                             cwd=ROOT.parent, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     folder = out / "pinterest_rlbp" / FOLDER
+    scratch = out / ".litrepro" / "scratch"
     deadline = time.time() + 120
-    while time.time() < deadline and not list(folder.glob(".tmp-seed-6-*/*.ipynb")):
+    while time.time() < deadline and not list(scratch.glob("*/w*/seed-6-*/*.ipynb")):
         time.sleep(0.05)            # papermill has started writing seed 6's notebook: mid-notebook
-    assert list(folder.glob(".tmp-seed-6-*")), "the run never reached seed 6"
+    assert list(scratch.glob("*/w*/seed-6-*")), "the run never reached seed 6"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     after = _outputs(out)
@@ -59,11 +60,12 @@ def test_sigkill_mid_notebook_leaves_no_partial_output_and_resumes(done_seed):
     assert resumed.returncode == 0, resumed.stderr
     assert "skipping 1 job" in resumed.stderr and "1 ran" in resumed.stderr   # only the missing seed reran
     assert {"seed-5.json", "seed-6.json", "seed-6.ipynb"} <= set(_outputs(out))
-    assert not list(folder.glob(".tmp-*")) and not list(folder.glob(".*.tmp"))
+    assert not list(scratch.iterdir())                    # the killed run's scratch, and this run's, are gone
+    assert not list(folder.glob(".*.tmp"))
 
 
 def test_second_run_on_the_same_out_is_refused(tmp_path):
-    with runner.output_lock(tmp_path):
+    with outdir.lock(tmp_path):
         proc = run_cli(*_args(tmp_path, 5))
     assert proc.returncode == 2
     assert "another 'litrepro run' is writing to" in proc.stderr
@@ -117,13 +119,87 @@ def test_dask_local_cluster_matches_a_local_run(done_seed, tmp_path):
         assert dask_result[key] == local_result[key], key
 
 
-def test_dask_worker_lost_mid_job_is_rescheduled(tmp_path):
+def _tmp_litter() -> set[str]:
+    import tempfile
+    from pathlib import Path
+
+    root = Path(tempfile.gettempdir())
+    return {p.name for pattern in ("litrepro-dask-*", "litrepro-ipc-*", "litrepro-summary-*") for p in root.glob(pattern)}
+
+
+def test_dask_worker_lost_mid_job_is_rescheduled_and_leaves_no_scratch(tmp_path):
     pytest.importorskip("dask.distributed")
     once = tmp_path / "dask-died-once"
-    proc = run_cli(*_args(tmp_path / "out", 5, extra=["--scheduler", "dask", "--jobs", "2"]),
+    before = _tmp_litter()
+    out = tmp_path / "out"
+    (out / "pinterest_rlbp" / FOLDER).mkdir(parents=True)
+    (out / "pinterest_rlbp" / FOLDER / "seed-5.failed.ipynb").write_text("{}")   # stale, from an earlier failure
+    proc = run_cli(*_args(out, 5, extra=["--scheduler", "dask", "--jobs", "2"]),
                    env={"LITREPRO_TEST_FAULT": f"dask:pinterest_rlbp:5:{once}"})
     assert once.exists() and proc.returncode == 0, proc.stderr
-    assert (tmp_path / "out" / "pinterest_rlbp" / FOLDER / "seed-5.json").is_file()
+    assert (out / "pinterest_rlbp" / FOLDER / "seed-5.json").is_file()
+    assert not (out / "pinterest_rlbp" / FOLDER / "seed-5.failed.ipynb").exists()
+    assert _tmp_litter() <= before and not list((out / ".litrepro" / "scratch").iterdir())
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live descendant of ``pid`` (from /proc), kernels in their own sessions included."""
+    children: dict[int, list[int]] = {}
+    for stat in os.listdir("/proc"):
+        if stat.isdigit():
+            try:
+                fields = open(f"/proc/{stat}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(stat))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigkilled_runner_leaves_no_worker_or_kernel_alive(tmp_path):
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "litrepro", *_args(out, 5, 6, extra=["--jobs", "2"])],
+                            cwd=ROOT.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    scratch = out / ".litrepro" / "scratch"
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list(scratch.glob("*/w*/seed-*/*.ipynb"))) < 2:
+        time.sleep(0.05)                                      # both notebooks are executing in their kernels
+    family = _descendants(proc.pid)
+    assert len(family) >= 4, family                           # two workers, two kernels
+    proc.kill()                                               # the runner alone: not its process group
+    proc.wait()
+    deadline = time.time() + 15
+    while time.time() < deadline and any(_alive(p) for p in family):
+        time.sleep(0.1)
+    assert not [p for p in family if _alive(p)]
+    time.sleep(1.0)
+    assert not list((out / "pinterest_rlbp").rglob("seed-*.json"))   # nobody kept writing after the runner died
+
+
+def test_kernel_killed_mid_notebook_is_lost_kept_and_retried(done_seed, tmp_path):
+    folder = done_seed / "pinterest_rlbp" / FOLDER
+    proc = run_cli(*_args(done_seed, 6, extra=["--force"]), env={"LITREPRO_TEST_FAULT": "kernel:pinterest_rlbp:6"})
+    assert proc.returncode == 1
+    assert "LOST: pinterest_rlbp[" in proc.stderr and "kernel died mid-notebook" in proc.stderr, proc.stderr
+    assert (folder / "seed-6.failed.ipynb").is_file()          # the partial notebook is kept
+    once = tmp_path / "kernel-died-once"
+    proc = run_cli(*_args(done_seed, 6, extra=["--force", "--retries", "1"]),
+                   env={"LITREPRO_TEST_FAULT": f"kernel:pinterest_rlbp:6:{once}"})
+    assert once.exists() and proc.returncode == 0, proc.stderr
+    assert (folder / "seed-6.json").is_file() and not (folder / "seed-6.failed.ipynb").exists()
 
 
 def test_unreachable_scheduler_fails_within_seconds(tmp_path):
@@ -132,4 +208,16 @@ def test_unreachable_scheduler_fails_within_seconds(tmp_path):
     proc = run_cli(*_args(tmp_path / "out", 5, extra=["--scheduler", "tcp://127.0.0.1:9"]))
     assert proc.returncode == 2 and "cannot reach the Dask scheduler" in proc.stderr
     assert time.time() - start < 45
-    assert not list((tmp_path / "out").rglob("seed-*"))
+    assert not (tmp_path / "out").exists()                 # neither --out nor its lock was created
+
+
+def test_corrupt_seed_json_whose_redo_fails_is_one_line_per_problem(tmp_path):
+    folder = tmp_path / "out" / "pinterest_rlbp" / FOLDER
+    folder.mkdir(parents=True)
+    (folder / "seed-5.json").write_text("{corrupt")
+    (folder / "seed-5.ipynb").write_text("{}")
+    proc = run_cli(*_args(tmp_path / "out", 5), env={"LITREPRO_TEST_FAULT": "worker:pinterest_rlbp:5"})
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0].startswith("LOST: pinterest_rlbp[") and lines[1] == "0 ran, 0 current, 1 failed"
+    assert lines[2].startswith("ERROR: ") and "seed-5.json: not a readable seed result" in lines[2]

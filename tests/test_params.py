@@ -101,3 +101,35 @@ def test_parse_override(text, expected):
 def test_parse_override_refuses_malformed(text):
     with pytest.raises(ParameterError):
         parse_override(text)
+
+
+@pytest.mark.parametrize("text", ["gamma=.nan", "gamma=.inf", "gamma=-.inf", "critic_lr=.nan"])
+def test_nan_and_inf_are_refused_for_float_knobs(text):
+    key, (value,) = parse_override(text)
+    with pytest.raises(ParameterError, match=f"'{key}' = .* is not a finite number"):
+        validate(RLBPConfig, {key: value}, "--set")
+
+
+@pytest.mark.parametrize("cls", [RLBPConfig, WaypointConfig])
+def test_seed_is_bounded_to_32_bits(cls):
+    assert validate(cls, {"seed": 2**32 - 1}, "test").seed == 2**32 - 1
+    for bad in (2**32, 2**64, -1):
+        with pytest.raises(ParameterError, match="'seed'"):
+            validate(cls, {"seed": bad}, "test")
+
+
+def test_max_corpus_bytes_has_an_upper_bound():
+    with pytest.raises(ParameterError, match="'max_corpus_bytes' = 1000000000000 is out of range"):
+        validate(WaypointConfig, {"max_corpus_bytes": 10**12}, "test")
+
+
+def test_fetch_corpus_reads_at_most_its_limit(tmp_path):
+    from litrepro.errors import CorpusError
+    from litrepro.waypoint import corpus
+
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"x" * 5000)
+    dest = tmp_path / "dest.txt"
+    with pytest.raises(CorpusError, match="larger than 4096 bytes"):
+        corpus.fetch_corpus(dest, url=big.as_uri(), max_bytes=4096, expected_sha256="0" * 64)
+    assert not dest.exists()

@@ -147,3 +147,37 @@ def test_seed_ranges_and_lists():
     from litrepro.cli import parse_seeds
 
     assert parse_seeds(["0-3", "7,9", "3"]) == [0, 1, 2, 3, 7, 9]
+
+
+def test_a_sweep_gets_a_summary_notebook_with_each_metric_against_the_swept_value(tmp_path):
+    out = tmp_path / "out"
+    proc = run_cli("run", "--methods", "pinterest_rlbp", "--seeds", "7", "--out", str(out), "--no-progress",
+                   *TINY_SETS, "--set", "lambda_cpc=0.5,2")
+    assert proc.returncode == 0, proc.stderr
+    nb = nbformat.read(out / "sweep_summary.ipynb", as_version=4)
+    assert not [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
+    assert "pinterest_rlbp: 2 results, swept: ['lambda_cpc']" in text
+    pngs = [o for c in nb.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    n_metrics = len(json.loads(next(out.glob("pinterest_rlbp/*/seed-7.json")).read_text())["metrics"])
+    assert len(pngs) == n_metrics                             # one plot per metric against lambda_cpc
+    assert (out / "sweep_summary.html").stat().st_size > 10000
+
+
+def test_sweep_table_finds_the_swept_parameter(tmp_path):
+    from litrepro import sweep
+
+    for value, metric in ((0.5, 1.0), (2.0, 3.0)):
+        folder = tmp_path / "m" / f"lambda_cpc={value}"
+        folder.mkdir(parents=True)
+        for seed in (1, 2):
+            (folder / f"seed-{seed}.json").write_text(json.dumps(
+                {"seed": seed, "metrics": {"loss": metric + seed, "ok": True},
+                 "provenance": {"parameters": {"seed": seed, "lambda_cpc": value, "n": 3}}}))
+    (tmp_path / "m" / "junk").mkdir()
+    (tmp_path / "m" / "junk" / "seed-1.json").write_text("[]")
+    table, swept = sweep.load_sweep(tmp_path, "m")
+    assert swept == ["lambda_cpc"] and list(table.columns) == ["lambda_cpc", "seed", "loss"]
+    assert table["loss"].tolist() == [2.0, 3.0, 4.0, 5.0]
+    fig = sweep.metric_vs_value(table, "loss", "lambda_cpc", method="m")
+    assert fig.axes[0].get_xlabel() == "lambda_cpc"

@@ -12,7 +12,6 @@ import dataclasses
 import itertools
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,24 +23,62 @@ from litrepro.provenance import source_hashes
 from litrepro.paths import RENDERED
 
 
-def parse_seeds(tokens: list[str]) -> list[int]:
-    """``42 43``, ``42,43`` and ``0-99`` (inclusive) forms; duplicates dropped, order kept."""
-    seeds: list[int] = []
+#: Seeds are 32-bit: what every generator the notebooks seed accepts.
+MAX_SEED = 2**32 - 1
+#: Runs of more jobs than this are refused unless ``--max-jobs`` allows them.
+DEFAULT_MAX_JOBS = 10_000
+
+
+def seed_intervals(tokens: list[str]) -> list[tuple[int, int]]:
+    """``42 43``, ``42,43`` and ``0-99`` (inclusive) forms as inclusive intervals, in the order given."""
+    intervals = []
     for token in tokens:
         for part in token.split(","):
             part = part.strip()
             lo, dash, hi = part.partition("-")
             try:
-                values = range(int(lo), int(hi) + 1) if dash else [int(part)]
+                start, end = (int(lo), int(hi)) if dash else (int(part), int(part))
             except ValueError:
                 raise UsageError(f"--seeds: {part!r} is not a seed or a range like 0-99") from None
-            if dash and int(hi) < int(lo):
-                raise UsageError(f"--seeds: range {part!r} is empty (end before start)")
-            if any(v < 0 for v in values):
+            if start < 0 or end < 0:
                 raise UsageError(f"--seeds: {part!r}: seeds must be non-negative")
-            seeds.extend(v for v in values if v not in seeds)
-    if not seeds:
+            if end < start:
+                raise UsageError(f"--seeds: range {part!r} is empty (end before start)")
+            if end > MAX_SEED:
+                raise UsageError(f"--seeds: {part!r}: seeds must be at most 2**32-1 = {MAX_SEED}")
+            intervals.append((start, end))
+    if not intervals:
         raise UsageError("--seeds: no seeds given")
+    return intervals
+
+
+def count_seeds(intervals: list[tuple[int, int]]) -> int:
+    """Distinct seeds in ``intervals``, without listing them (a sort and a merge)."""
+    total, reach = 0, -1
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach + 1) + 1
+            reach = end
+    return total
+
+
+def parse_seeds(tokens: list[str], max_count: int | None = None) -> list[int]:
+    """The distinct seeds of ``tokens`` in the order given, in linear time.
+
+    ``max_count`` is checked before any seed is listed, so ``0-100000000``
+    is refused at once.
+    """
+    intervals = seed_intervals(tokens)
+    if max_count is not None and count_seeds(intervals) > max_count:
+        raise UsageError(f"--seeds: {count_seeds(intervals)} seeds is more than the {max_count} allowed "
+                         "(raise --max-jobs to run more)")
+    seen: set[int] = set()
+    seeds = []
+    for start, end in intervals:
+        for seed in range(start, end + 1):
+            if seed not in seen:
+                seen.add(seed)
+                seeds.append(seed)
     return seeds
 
 
@@ -52,6 +89,11 @@ def sweep_points(settings: list[str], method_names: list[str]) -> dict[str, list
     has is refused.  Every point is validated like the parameter file.
     """
     parsed = [parse_override(text) for text in settings]
+    count = 1
+    for _, values in parsed:
+        count *= len(values)
+    if count > DEFAULT_MAX_JOBS:
+        raise ParameterError(f"--set: {count} sweep points is more than {DEFAULT_MAX_JOBS}")
     keys = [k for k, _ in parsed]
     if len(set(keys)) != len(keys):
         raise ParameterError(f"--set: parameter given twice: {sorted(k for k in keys if keys.count(k) > 1)[0]!r}")
@@ -69,16 +111,6 @@ def sweep_points(settings: list[str], method_names: list[str]) -> dict[str, list
     return points
 
 
-def _check_writable(out: Path) -> None:
-    """Create ``out`` and a probe file in it; any failure is a one-line usage error."""
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out, prefix=".litrepro-probe-"):
-            pass
-    except OSError as err:
-        raise UsageError(f"--out {out}: not a writable folder ({err.strerror})") from None
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="litrepro", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -93,6 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="parameter override; several values sweep their product")
     run.add_argument("--scheduler", default="local",
                      help="local (worker processes, default), dask (a local Dask cluster) or tcp://HOST:PORT")
+    run.add_argument("--max-jobs", type=int, default=DEFAULT_MAX_JOBS,
+                     help=f"refuse a run of more jobs than this (default {DEFAULT_MAX_JOBS})")
+    run.add_argument("--kernel-reuse", type=int, default=None, metavar="N",
+                     help="notebooks per warm kernel before it is replaced (default 20)")
+    run.add_argument("--fresh-kernels", action="store_true", help="a fresh kernel for every notebook")
     run.add_argument("--retries", type=int, default=0, help="re-run lost jobs up to this many times")
     run.add_argument("--retry-failed", action="store_true", help="with --retries, also re-run failed notebooks")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -103,46 +140,101 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from litrepro import runner
+    from litrepro import outdir, runner
+    from litrepro.scheduler import check_address
 
     for name in args.methods:
         methods.get(name)
     if args.jobs < 1:
         raise UsageError(f"--jobs must be >= 1, got {args.jobs}")
-    seeds = parse_seeds(args.seeds)
+    if args.retries < 0:
+        raise UsageError(f"--retries must be >= 0, got {args.retries}")
+    if args.max_jobs < 1:
+        raise UsageError(f"--max-jobs must be >= 1, got {args.max_jobs}")
+    if args.fresh_kernels and args.kernel_reuse not in (None, 1):
+        raise UsageError("--fresh-kernels and --kernel-reuse N > 1 contradict each other")
+    reuse = 1 if args.fresh_kernels else (args.kernel_reuse or runner.DEFAULT_KERNEL_REUSE)
+    if reuse < 1:
+        raise UsageError(f"--kernel-reuse must be >= 1, got {reuse}")
+    check_address(args.scheduler)
     points = sweep_points(args.settings, args.methods)
-    if not (args.scheduler in ("local", "dask") or args.scheduler.startswith("tcp://")):
-        raise UsageError(f"--scheduler {args.scheduler!r}: expected local, dask or tcp://HOST:PORT")
-    _check_writable(args.out)
-    jobs = [runner.Job(m, s, runner.variant_dir(args.out, m, p), args.device, p)
-            for m in args.methods for p in points[m] for s in seeds]
-    with runner.output_lock(args.out):
-        runner.remove_stale_scratch(args.out)
-        hashes = {m: source_hashes(m) for m in args.methods}  # hashed once, not once per job
-        todo = [j for j in jobs if args.force or not runner.is_fresh(j, hashes[j.method])]
-        skipped = len(jobs) - len(todo)
-        if skipped:
-            print(f"skipping {skipped} job(s) whose outputs are current (use --force to rerun)", file=sys.stderr)
-        submit, close = runner.run_local, None
-        if args.scheduler != "local" and todo:
-            from litrepro.scheduler import dask_submitter
+    per_seed = sum(len(points[m]) for m in args.methods)
+    seeds = parse_seeds(args.seeds, max_count=max(0, args.max_jobs // per_seed))
+    if len(seeds) * per_seed > args.max_jobs:  # pragma: no cover - parse_seeds already refused it
+        raise UsageError(f"{len(seeds) * per_seed} jobs is more than --max-jobs {args.max_jobs}")
+    out = args.out
+    outdir.inspect(out)                        # reads only: a foreign, non-empty folder is refused here
+    client = cluster = None
+    if args.scheduler.startswith("tcp://"):    # an unreachable scheduler fails before --out is touched
+        from litrepro.scheduler import connect
 
-            submit, close = dask_submitter(args.scheduler, args.jobs)
-        try:
-            outcomes = runner.execute_jobs(todo, workers=args.jobs, retries=args.retries, submit=submit,
-                                           retry_failed=args.retry_failed, progress=not args.no_progress)
-        finally:
-            if close:
-                close()
-        runner.write_summaries(jobs)
-        if not args.no_summary_notebook:
-            runner.render_summary_notebook(args.out)
+        client, cluster = connect(args.scheduler)
+    jobs = [runner.Job(m, s, runner.variant_dir(out, m, p), args.device, p)
+            for m in args.methods for p in points[m] for s in seeds]
+    problems: list[str] = []
+    try:
+        with outdir.lock(out):
+            outdir.remove_stale_scratch(out)
+            scratch = outdir.new_run_scratch(out)
+            try:
+                outcomes, skipped = _run_jobs(args, jobs, scratch, reuse, client, cluster)
+                client = cluster = None                      # closed by _run_jobs
+                _, summary_problems = runner.write_summaries(jobs)
+                problems += summary_problems
+                if not args.no_summary_notebook:
+                    swept = any(len(points[m]) > 1 for m in args.methods)
+                    for name in ("summary.ipynb", "sweep_summary.ipynb") if swept else ("summary.ipynb",):
+                        try:
+                            runner.render_summary_notebook(out, scratch, source_name=name)
+                        except Exception as err:  # noqa: BLE001 - disk full, a broken kernel: one line
+                            what = "summary" if name == "summary.ipynb" else "sweep summary"
+                            problems.append(f"{what} notebook not written: {type(err).__name__}: {err}".strip())
+            finally:
+                outdir.remove_run_scratch(scratch)
+    finally:
+        if client is not None:
+            client.close()
     bad = [o for o in outcomes if o["status"] != "ok"]
     for o in bad:
         where = f" (notebook {o['notebook']}, cell {o['cell']})" if o.get("notebook") else ""
         print(f"{o['status'].upper()}: {o['label']}{where}: {o['error']}", file=sys.stderr)
     print(f"{len(outcomes) - len(bad)} ran, {skipped} current, {len(bad)} failed", file=sys.stderr)
-    return 1 if bad else 0
+    for line in problems:
+        print(f"ERROR: {line}", file=sys.stderr)
+    return 1 if bad or problems else 0
+
+
+def _run_jobs(args, jobs, scratch, reuse, client, cluster) -> tuple[list[dict], int]:
+    """Skip current jobs, run the rest locally or on Dask; closes the Dask client."""
+    from litrepro import runner
+
+    hashes = {m: source_hashes(m) for m in args.methods}  # hashed once, not once per job
+    todo = [j for j in jobs if args.force or not runner.is_fresh(j, hashes[j.method])]
+    skipped = len(jobs) - len(todo)
+    if skipped:
+        print(f"skipping {skipped} job(s) whose outputs are current (use --force to rerun)", file=sys.stderr)
+    workers = min(args.jobs, len(todo)) or 1
+    finish = close = None
+    try:
+        if args.scheduler == "local":
+            pool = runner.LocalWorkers(scratch, kernel_reuse=reuse)
+            submit, finish = pool.submit, pool.close
+        elif todo or client is not None:
+            from litrepro.scheduler import connect, dask_submitter
+
+            if client is None:
+                client, cluster = connect("dask", workers=workers, local_directory=scratch / "dask")
+            submit, close = dask_submitter(client, cluster, reuse)
+            client = None
+        outcomes = runner.execute_jobs(todo, workers=workers, retries=args.retries, submit=submit,
+                                       retry_failed=args.retry_failed, progress=not args.no_progress,
+                                       finish=finish) if todo else []
+    finally:
+        if close:
+            close()
+        elif client is not None:
+            client.close()
+    return outcomes, skipped
 
 
 def cmd_fetch(args: argparse.Namespace) -> int:
@@ -160,3 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     except LitreproError as err:
         print(f"litrepro: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # the disk filled, a folder vanished: one line, not a traceback
+        print(f"litrepro: error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("litrepro: interrupted", file=sys.stderr)
+        return 130

@@ -11,6 +11,7 @@ value raises :class:`ParameterError` naming the key and where it came from.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from pathlib import Path
@@ -55,6 +56,8 @@ def _check_type(key: str, value: Any, tp: Any, source: str) -> Any:
     elif tp is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         value = float(value) if ok else value
+        if ok and not math.isfinite(value):
+            raise ParameterError(f"{source}: parameter '{key}' = {value!r} is not a finite number")
     elif tp is str:
         ok = isinstance(value, str)
     else:  # pragma: no cover - a config declared a type we do not support

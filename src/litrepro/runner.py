@@ -1,31 +1,38 @@
 """The batch runner behind ``python -m litrepro run``.
 
-Jobs are (method, seed, overrides) triples.  Each runs in its own worker
-process (:mod:`litrepro.worker`) so a dying kernel or worker loses only its
-job; up to ``jobs`` run at once.  A job whose outputs exist and whose recorded
-source hashes and parameters match the current ones is skipped unless
-``force``.  After the jobs, each method's ``summary.json`` and PNG plots are
-rewritten from the seeds' JSON files.
+Jobs are (method, seed, overrides) triples.  Up to ``jobs`` long-lived worker
+processes (:mod:`litrepro.worker`) run them, each keeping one kernel that it
+reuses for up to ``kernel_reuse`` notebooks (1: a fresh kernel per notebook);
+a dying kernel or worker loses only its job, which is reported ``lost``.
+Workers die with the runner (a parent-death signal, and their stdin pipe
+closing).  A job whose outputs exist and whose recorded source hashes and
+parameters match the current ones is skipped unless ``force``.  After the
+jobs, each method's ``summary.json`` and PNG plots are rewritten from the
+seeds' JSON files.  The runner's own files live in ``<out>/.litrepro/``
+(:mod:`litrepro.outdir`).
 """
 
 from __future__ import annotations
 
-import fcntl
+import hashlib
 import json
-import shutil
+import os
+import re
 import subprocess
 import sys
-import tempfile
+import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable
 
 from litrepro import atomic, methods
-from litrepro.errors import RunLocked
+from litrepro.kernels import preexec_for_parent
 from litrepro.summary import summarise
-from litrepro.worker import job_parameters, output_paths
+from litrepro.worker import OUTCOME, job_parameters, output_paths
+
+#: Default notebooks per kernel before it is replaced (``--kernel-reuse``).
+DEFAULT_KERNEL_REUSE = 20
 
 
 @dataclass(frozen=True)
@@ -47,143 +54,269 @@ class Job:
                 "label_dir": str(self.out_dir), "device": self.device, "overrides": self.overrides}
 
 
+#: A value that may appear as-is in a folder name: short, no separators, not starting with a dot.
+_SAFE_VALUE = re.compile(r"[A-Za-z0-9_+\-][A-Za-z0-9_.+\-]{0,31}")
+_MAX_VARIANT_NAME = 120
+
+
+def _value_tag(value: Any) -> str:
+    """A folder-name-safe form of a validated parameter value (a short hash when not safe as text)."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    if _SAFE_VALUE.fullmatch(text) and ".." not in text:
+        return text
+    return "h" + hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:12]
+
+
 def variant_dir(out: Path, method: str, overrides: dict[str, Any]) -> Path:
-    """``out/<method>`` or, for a sweep point, ``out/<method>/<k>=<v>,...``."""
+    """``out/<method>`` or, for a sweep point, ``out/<method>/<k>=<v>,...``.
+
+    Keys are validated parameter names; a value that is not short, plain text
+    (no separators, no ``..``, no leading dot) is replaced by a hash of it, and an
+    over-long name by a hash of the whole point, so the folder is always one
+    level inside ``out/<method>``.  The full values are in each seed's JSON.
+    """
     base = out / method
     if not overrides:
         return base
-    return base / ",".join(f"{k}={v}" for k, v in sorted(overrides.items()))
+    name = ",".join(f"{k}={_value_tag(v)}" for k, v in sorted(overrides.items()))
+    if len(name) > _MAX_VARIANT_NAME:
+        name = "h" + hashlib.sha256(json.dumps(overrides, sort_keys=True).encode()).hexdigest()[:16]
+    assert "/" not in name and os.sep not in name and name not in (".", ".."), name
+    return base / name
+
+
+def read_result(path: Path) -> dict[str, Any] | None:
+    """A seed's JSON when it is a readable object with the keys a summary needs, else None."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not (isinstance(data, dict) and isinstance(data.get("provenance"), dict)
+            and isinstance(data.get("metrics"), dict) and isinstance(data.get("checks"), dict)):
+        return None
+    return data
 
 
 def is_fresh(job: Job, current_hashes: dict[str, str]) -> bool:
     """Outputs exist and were made by ``current_hashes`` (the method's sources) with the same parameters."""
     paths = output_paths(job.out_dir, job.seed)
-    if not (paths["json"].is_file() and paths["notebook"].is_file()):
+    if not paths["notebook"].is_file():
         return False
-    try:
-        recorded = json.loads(paths["json"].read_text())["provenance"]
-    except (OSError, ValueError, KeyError):
+    result = read_result(paths["json"])
+    if result is None:
         return False
+    recorded = result["provenance"]
     wanted = job_parameters(methods.get(job.method), job.seed, job.device, job.overrides)
     return recorded.get("source_sha256") == current_hashes and recorded.get("parameters") == wanted
 
 
-@contextmanager
-def output_lock(out: Path) -> Iterator[None]:
-    """An exclusive, non-blocking lock on ``out/.litrepro.lock`` (released when the process dies)."""
-    out.mkdir(parents=True, exist_ok=True)
-    handle = open(out / ".litrepro.lock", "w")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        raise RunLocked(f"another 'litrepro run' is writing to {out}; wait for it to finish or use another --out") from None
-    try:
-        yield
-    finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+class LocalWorkers:
+    """Long-lived ``python -m litrepro.worker --serve`` processes, one per runner thread.
 
+    Each thread that submits gets its own worker (spawned by that thread, whose
+    death is the worker's parent-death signal) and reuses it; a worker that dies
+    is reported ``lost`` for its job and replaced for the next one.
+    """
 
-def remove_stale_scratch(out: Path) -> int:
-    """Delete scratch left by a killed run (``.tmp-*`` folders, ``.*.tmp`` files); call under the lock."""
-    stale = [p for p in out.rglob(".tmp-*") if p.is_dir()] + list(out.rglob(".*.tmp"))
-    for path in stale:
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-    return len(stale)
+    def __init__(self, scratch: Path, kernel_reuse: int = DEFAULT_KERNEL_REUSE,
+                 idle_exit_s: float | None = None) -> None:
+        self.scratch = Path(scratch)
+        self.kernel_reuse = kernel_reuse
+        self.idle_exit_s = idle_exit_s
+        self._local = threading.local()
+        self._procs: list[subprocess.Popen] = []
+        self._lock = threading.Lock()
 
+    def _spawn(self) -> subprocess.Popen:
+        with self._lock:
+            index = len(self._procs)
+        folder = self.scratch / f"w{index}"
+        folder.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "litrepro.worker", "--scratch", str(folder),
+               "--kernel-reuse", str(self.kernel_reuse)]
+        if self.idle_exit_s:
+            cmd += ["--idle-exit", str(self.idle_exit_s)]
+        stderr = open(folder / "stderr.log", "ab")
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                preexec_fn=preexec_for_parent(os.getpid()))
+        stderr.close()
+        proc.log = folder / "stderr.log"  # type: ignore[attr-defined]
+        with self._lock:
+            self._procs.append(proc)
+        return proc
 
-def run_local(job: Job, out_dir: Path | None = None) -> dict[str, Any]:
-    """Run ``job`` in a fresh worker process; a killed worker is reported as ``lost``."""
-    proc = subprocess.run([sys.executable, "-m", "litrepro.worker", json.dumps(job.payload(out_dir))],
-                          capture_output=True, text=True)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if lines:
-        return json.loads(lines[-1])
-    reason = f"worker exited with status {proc.returncode}"
-    if proc.returncode < 0:
-        reason = f"worker killed by signal {-proc.returncode}"
-    tail = proc.stderr.strip().splitlines()[-1:] if proc.stderr.strip() else []
-    return {"status": "lost", "method": job.method, "seed": job.seed, "error": "; ".join([reason, *tail])}
+    def submit(self, job: Job, out_dir: Path | None = None) -> dict[str, Any]:
+        proc = getattr(self._local, "proc", None)
+        if proc is None or proc.poll() is not None:
+            proc = self._local.proc = self._spawn()
+        try:
+            proc.stdin.write(json.dumps(job.payload(out_dir)) + "\n")
+            proc.stdin.flush()
+            for line in proc.stdout:
+                if line.startswith(OUTCOME):
+                    return json.loads(line[len(OUTCOME):])
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+        code = proc.wait()
+        self._local.proc = None
+        reason = f"worker killed by signal {-code}" if code < 0 else f"worker exited with status {code}"
+        try:
+            tail = proc.log.read_text(errors="replace").strip().splitlines()[-1:]  # type: ignore[attr-defined]
+        except OSError:
+            tail = []
+        return {"status": "lost", "method": job.method, "seed": job.seed, "notebook": None, "cell": None,
+                "error": "; ".join([reason, *tail])}
+
+    def close(self, timeout: float = 30) -> None:
+        """Close every worker's stdin (it then stops its kernel and exits); kill any that lingers."""
+        with self._lock:
+            procs, self._procs = self._procs, []
+        for proc in procs:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+        for proc in procs:
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            if proc.stdout:
+                proc.stdout.close()
 
 
 def execute_jobs(jobs: list[Job], *, workers: int, retries: int = 0, retry_failed: bool = False,
-                 submit=run_local, progress: bool = True) -> list[dict[str, Any]]:
-    """Run ``jobs`` ``workers`` at a time; re-run lost (and, if asked, failed) ones up to ``retries`` times."""
+                 submit: Callable[[Job], dict[str, Any]], progress: bool = True,
+                 finish: Callable[[], None] | None = None) -> list[dict[str, Any]]:
+    """Run ``jobs`` ``workers`` at a time; re-run lost (and, if asked, failed) ones up to ``retries`` times.
+
+    One thread pool serves every attempt, so a thread's worker process lives
+    across retries; ``finish`` runs on the way out, while the threads still live.
+    """
     from tqdm import tqdm
 
     outcomes: dict[int, dict] = {}
     pending = list(range(len(jobs)))
     bar = tqdm(total=len(jobs), desc="notebooks", unit="nb", disable=not progress, file=sys.stderr)
     retry = {"lost"} | ({"failed"} if retry_failed else set())
-    for attempt in range(retries + 1):
-        if not pending:
-            break
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-            futures = {pool.submit(submit, jobs[i]): i for i in pending}
-            for future in as_completed(futures):
-                i = futures[future]
-                try:
-                    outcome = future.result()
-                except Exception as err:  # a scheduler-side loss (e.g. a Dask worker died)
-                    outcome = {"status": "lost", "method": jobs[i].method, "seed": jobs[i].seed,
-                               "error": f"{type(err).__name__}: {err}"}
-                outcome.update(label=jobs[i].label, attempts=attempt + 1)
-                outcomes[i] = outcome
-                if outcome["status"] not in retry or attempt == retries:  # final: count it
-                    bar.update(1)
-        pending = [i for i in pending if outcomes[i]["status"] in retry]
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        try:
+            for attempt in range(retries + 1):
+                if not pending:
+                    break
+                futures = {pool.submit(submit, jobs[i]): i for i in pending}
+                for future in as_completed(futures):
+                    i = futures[future]
+                    try:
+                        outcome = future.result()
+                    except Exception as err:  # a scheduler-side loss (e.g. a Dask worker died)
+                        outcome = {"status": "lost", "method": jobs[i].method, "seed": jobs[i].seed,
+                                   "error": f"{type(err).__name__}: {err}"}
+                    outcome.update(label=jobs[i].label, attempts=attempt + 1)
+                    outcomes[i] = outcome
+                    if outcome["status"] not in retry or attempt == retries:  # final: count it
+                        bar.update(1)
+                pending = [i for i in pending if outcomes[i]["status"] in retry]
+        finally:
+            if finish is not None:
+                finish()
     bar.close()
     return [outcomes[i] for i in range(len(jobs))]
 
 
-def write_summaries(jobs: list[Job]) -> list[Path]:
-    """Rebuild ``summary.json`` and the PNGs of every (method, variant) folder touched by ``jobs``."""
+def write_summaries(jobs: list[Job]) -> tuple[list[Path], list[str]]:
+    """Rebuild ``summary.json`` and the PNGs of every (method, variant) folder touched by ``jobs``.
+
+    Returns the summaries written and one line per problem (an unreadable seed
+    JSON, which is left out, or a summary that could not be written); a problem
+    never stops the other folders.
+    """
     from litrepro.plotting import save_png  # matplotlib: imported only when there is something to plot
 
     groups: dict[tuple[str, Path], list[int]] = {}
     for job in jobs:
         groups.setdefault((job.method, job.out_dir), []).append(job.seed)
-    written = []
+    written, problems = [], []
     for (method, folder), seeds in sorted(groups.items()):
         results = []
         for seed in sorted(set(seeds)):
             path = output_paths(folder, seed)["json"]
-            if path.is_file():
-                results.append(json.loads(path.read_text()))
+            if not path.is_file():
+                continue
+            result = read_result(path)
+            if result is None:
+                problems.append(f"{path}: not a readable seed result; left out of the summary")
+                continue
+            results.append(result)
         if not results:
             continue
-        atomic.write_json(folder / "summary.json", summarise(method, results))
-        written.append(folder / "summary.json")
-        for name, fig in methods.get(method).plot_function()(results).items():
-            save_png(fig, folder / name)
-    return written
+        try:
+            atomic.write_json(folder / "summary.json", summarise(method, results))
+            written.append(folder / "summary.json")
+            for name, fig in methods.get(method).plot_function()(results).items():
+                save_png(fig, folder / name)
+        except Exception as err:  # noqa: BLE001 - disk full, or a result missing a field: one line
+            problems.append(f"{folder}: summary not written ({type(err).__name__}: {err})")
+    return written, problems
 
 
-def render_summary_notebook(out: Path) -> Path | None:
-    """Execute ``notebooks/summary.ipynb`` over ``out`` into ``out/summary.ipynb`` and ``out/summary.html``."""
-    import nbformat
+def _execute_summary(source: Path, executed: Path, parameters: dict[str, Any], scratch: Path) -> None:
+    """Execute a summary notebook in a fresh kernel of our own (IPC transport, dies with us)."""
     import papermill as pm
+
+    from litrepro.kernels import KernelSlot
+    from litrepro.paths import NOTEBOOKS
+
+    slot = KernelSlot(reuse=1, scratch=scratch / "kernels", cwd=NOTEBOOKS)
+    km = slot.acquire(scratch / "unused-result.json")
+    try:
+        pm.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=slot.kernel_name,
+                            km=km, progress_bar=False, cwd=str(NOTEBOOKS))
+    finally:
+        slot.kill()
+
+
+def render_summary_notebook(out: Path, scratch: Path | None = None, *, source_name: str = "summary.ipynb",
+                            parameters: dict[str, Any] | None = None) -> Path | None:
+    """Execute ``notebooks/<source_name>`` over ``out`` into ``out/<source_name>`` and its ``.html``.
+
+    ``summary.ipynb`` needs seed results in ``out/<method>/``; ``sweep_summary.ipynb``
+    needs sweep-point folders ``out/<method>/<point>/``; without them nothing is written.
+    """
+    import tempfile
+
+    import nbformat
     from nbconvert import HTMLExporter
 
     from litrepro.paths import NOTEBOOKS, ROOT, relative
     from litrepro.worker import clean_notebook
 
-    if not any(next((out / name).glob("seed-*.json"), None) for name in methods.METHODS):
-        return None
-    source = NOTEBOOKS / "summary.ipynb"
-    results_dir = relative(out) if out.resolve().is_relative_to(ROOT) else str(out.resolve())
-    with tempfile.TemporaryDirectory(dir=out, prefix=".tmp-summary-") as tmp:
-        executed = Path(tmp) / "summary.ipynb"
-        pm.execute_notebook(str(source), str(executed), parameters={"results_dir": results_dir},
-                            kernel_name="python3", progress_bar=False, cwd=str(NOTEBOOKS))
+    if parameters is None:
+        if source_name == "sweep_summary.ipynb":
+            from litrepro.sweep import has_sweep
+
+            if not has_sweep(out, methods.METHODS):
+                return None
+        elif not any(next((out / name).glob("seed-*.json"), None) for name in methods.METHODS):
+            return None
+        results_dir = relative(out) if out.resolve().is_relative_to(ROOT) else str(out.resolve())
+        parameters = {"results_dir": results_dir}
+    source = NOTEBOOKS / source_name
+    target = out / source_name
+    scratch_root = scratch or Path(tempfile.mkdtemp(prefix="litrepro-summary-"))
+    tmp = Path(tempfile.mkdtemp(dir=scratch_root, prefix="summary-"))
+    try:
+        executed = tmp / source_name
+        _execute_summary(source, executed, parameters, tmp)
         nb = clean_notebook(nbformat.read(executed, as_version=4), input_path=relative(source),
-                            output_path=relative(out / "summary.ipynb"))
+                            output_path=relative(target))
+    finally:
+        import shutil
+
+        shutil.rmtree(tmp if scratch else scratch_root, ignore_errors=True)
     text = nbformat.writes(nb)
     html, _ = HTMLExporter().from_notebook_node(nb)
-    atomic.write_text(out / "summary.ipynb", text)
-    atomic.write_text(out / "summary.html", html)
-    return out / "summary.ipynb"
+    atomic.write_text(target, text)
+    atomic.write_text(target.with_suffix(".html"), html)
+    return target

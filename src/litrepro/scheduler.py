@@ -1,32 +1,87 @@
 """Sending notebook jobs to Dask: a local cluster or an existing scheduler.
 
 Dask is optional (``pip install 'litrepro[dask]'``); a local run never imports it.
-A Dask task runs the same worker process as a local run, into a scratch folder
-on the Dask worker, and returns the files' bytes; the client then publishes
+A Dask task hands its job to a litrepro worker process that the Dask worker
+keeps (one per Dask worker thread, with its warm kernel, exactly as in a local
+run), executes into a scratch folder inside the Dask worker's own
+``local_directory``, and returns the files' bytes; the client then publishes
 them into ``--out`` exactly as a local run does (notebook first, JSON last,
 each atomically).  So ``--out`` need not be shared with the workers.
+
+Scratch space: Dask removes a dead worker's ``local_directory``; a
+``LocalCluster`` is given one inside the run's own scratch folder
+(``<out>/.litrepro/scratch/<run>/dask``), which the runner removes, so a killed
+Dask worker leaves nothing in ``/tmp``.
 """
 
 from __future__ import annotations
 
 import tempfile
+import threading
 import uuid
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 from litrepro import atomic
 from litrepro.errors import UsageError
-from litrepro.runner import Job, run_local
+from litrepro.runner import Job, LocalWorkers
 from litrepro.worker import maybe_die, output_paths
 
 CONNECT_TIMEOUT_S = 5
+#: A Dask worker's litrepro helper exits after this long without a job (a remote cluster outlives a run).
+HELPER_IDLE_EXIT_S = 600
+
+_helpers: dict[tuple[str, int], LocalWorkers] = {}
+_helpers_lock = threading.Lock()
 
 
-def run_on_worker(job: Job) -> dict[str, Any]:
+def check_address(scheduler: str) -> None:
+    """``local``, ``dask`` or ``tcp://HOST:PORT`` with a port in 1..65535; anything else is a usage error."""
+    if scheduler in ("local", "dask"):
+        return
+    bad = UsageError(f"--scheduler {scheduler!r}: expected local, dask or tcp://HOST:PORT")
+    if not scheduler.startswith("tcp://"):
+        raise bad
+    try:
+        parts = urlsplit(scheduler)
+        port = parts.port
+    except ValueError:
+        raise bad from None
+    if not parts.hostname or port is None or not 0 < port < 65536 or parts.path not in ("", "/") \
+            or parts.query or parts.fragment or parts.username:
+        raise bad
+
+
+def _helper(kernel_reuse: int) -> LocalWorkers:
+    """This Dask worker's pool of litrepro worker processes, scratch in the Dask worker's own folder."""
+    from dask.distributed import get_worker
+
+    root = Path(get_worker().local_directory) / "litrepro"
+    key = (str(root), kernel_reuse)
+    with _helpers_lock:
+        if key not in _helpers:
+            _helpers[key] = LocalWorkers(root, kernel_reuse=kernel_reuse, idle_exit_s=HELPER_IDLE_EXIT_S)
+        return _helpers[key]
+
+
+def close_helpers() -> int:
+    """Run on every Dask worker at the end of a run: stop the litrepro workers and their kernels."""
+    with _helpers_lock:
+        helpers = list(_helpers.values())
+        _helpers.clear()
+    for helper in helpers:
+        helper.close()
+    return len(helpers)
+
+
+def run_on_worker(job: Job, kernel_reuse: int) -> dict[str, Any]:
     """Executed on a Dask worker: run the job in scratch space, return outcome and file bytes."""
     maybe_die("dask", job.method, job.seed)
-    with tempfile.TemporaryDirectory(prefix="litrepro-dask-") as tmp:
-        outcome = run_local(job, out_dir=Path(tmp))
+    helper = _helper(kernel_reuse)
+    helper.scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=helper.scratch, prefix="out-") as tmp:
+        outcome = helper.submit(job, out_dir=Path(tmp))
         outcome["files"] = {p.name: p.read_bytes() for p in Path(tmp).glob("seed-*") if p.is_file()}
     return outcome
 
@@ -44,8 +99,8 @@ def publish(job: Job, outcome: dict[str, Any]) -> dict[str, Any]:
     return outcome
 
 
-def dask_submitter(scheduler: str, workers: int) -> tuple[Callable[[Job], dict], Callable[[], None]]:
-    """``(submit, close)`` for ``--scheduler dask`` (a LocalCluster) or ``--scheduler tcp://HOST:PORT``."""
+def connect(scheduler: str, *, workers: int = 1, local_directory: Path | None = None):
+    """A Dask ``(client, cluster)``: a LocalCluster of ``workers`` processes, or the scheduler at ``tcp://``."""
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:
@@ -53,18 +108,30 @@ def dask_submitter(scheduler: str, workers: int) -> tuple[Callable[[Job], dict],
     cluster = None
     try:
         if scheduler == "dask":
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                                   local_directory=str(local_directory) if local_directory else None)
             client = Client(cluster, timeout=f"{CONNECT_TIMEOUT_S * 6}s")
         else:
             client = Client(scheduler, timeout=f"{CONNECT_TIMEOUT_S}s")
-    except (OSError, TimeoutError) as err:
+    except (OSError, TimeoutError, ValueError) as err:
+        if cluster is not None:
+            cluster.close()
         raise UsageError(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({err})") from None
+    return client, cluster
+
+
+def dask_submitter(client, cluster, kernel_reuse: int) -> tuple[Callable[[Job], dict], Callable[[], None]]:
+    """``(submit, close)`` for a connected client."""
 
     def submit(job: Job) -> dict:
         key = f"litrepro-{job.method}-{job.seed}-{uuid.uuid4().hex[:8]}"
-        return publish(job, client.submit(run_on_worker, job, pure=False, key=key).result())
+        return publish(job, client.submit(run_on_worker, job, kernel_reuse, pure=False, key=key).result())
 
     def close() -> None:
+        try:
+            client.run(close_helpers)
+        except Exception:  # noqa: BLE001 - a worker already gone; its helpers died with it
+            pass
         client.close()
         if cluster is not None:
             cluster.close()

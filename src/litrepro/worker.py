@@ -1,10 +1,17 @@
-"""Execute one (method, seed) notebook with papermill and publish its outputs.
+"""Execute (method, seed) notebooks with papermill and publish their outputs.
 
-Run as ``python -m litrepro.worker '<job json>'`` by the runner, one process
-per job, so a crashing kernel or worker loses only its own job.  Publication
-order makes a killed run harmless:
+The runner starts ``python -m litrepro.worker --serve`` processes, one per
+parallel slot, and sends them jobs as JSON lines on stdin; each outcome comes
+back as one line on stdout.  A worker keeps one kernel (:mod:`litrepro.kernels`)
+and reuses it for up to ``--kernel-reuse`` notebooks, so a dying kernel or
+worker loses only its current job (reported ``lost``).  The worker dies with the
+runner: it has a parent-death signal, and it exits, killing its kernel, when
+its stdin closes (the runner's end of the pipe closes when the runner dies).
 
-1. execute into a private temporary folder under the output folder;
+Publication order makes a killed run harmless:
+
+1. execute into a private scratch folder that the runner owns
+   (``<out>/.litrepro/scratch/<run>/``, see :mod:`litrepro.outdir`);
 2. write ``seed-<N>.ipynb`` atomically, then ``seed-<N>.json`` atomically.
 
 The JSON is the commit marker: a seed counts as done only when its JSON exists
@@ -20,6 +27,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,28 +36,53 @@ import litrepro._imports  # noqa: F401  (before nbformat: skips a 3 s import)
 import nbformat
 
 from litrepro import atomic, methods
+from litrepro.kernels import KernelError, KernelSlot
 from litrepro.params import as_dict, load_file
 from litrepro.paths import NOTEBOOKS, relative
 from litrepro.provenance import package_versions, sha256_file, source_hashes
-from litrepro.report import RESULT_ENV
 
 _VOLATILE = ("start_time", "end_time", "duration")
 #: Fault injection for the fault tests: ``<where>:<method>:<seed>[:<once-file>]`` makes the process at
-#: ``where`` (``worker``: the job's worker process, ``dask``: the Dask worker) die by SIGKILL when it
-#: starts that job; with a once-file, only the first time (the file records that it happened).
+#: ``where`` (``worker``: the job's worker process, ``dask``: the Dask worker, ``kernel``: the job's
+#: kernel, killed from outside once the notebook is running, as the OOM killer would) die by SIGKILL
+#: when it starts that job; with a once-file, only the first time (the file records that it happened).
 FAULT_ENV = "LITREPRO_TEST_FAULT"
+#: Prefix of the one stdout line that carries a job's outcome (libraries may print other lines).
+OUTCOME = "@litrepro-outcome "
 
 
-def maybe_die(where: str, method: str, seed: int) -> None:
+def fault_armed(where: str, method: str, seed: int) -> bool:
     spec = os.environ.get(FAULT_ENV, "").split(":")
     if spec[:3] != [where, method, str(seed)]:
-        return
+        return False
     if len(spec) > 3:
         once = Path(spec[3])
         if once.exists():
-            return
+            return False
         once.touch()
-    os.kill(os.getpid(), signal.SIGKILL)
+    return True
+
+
+def maybe_die(where: str, method: str, seed: int) -> None:
+    if fault_armed(where, method, seed):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _kill_kernel_when_running(slot, executed: Path) -> threading.Thread:
+    """Fault injection: SIGKILL the kernel once a cell has finished (papermill saved the notebook again)."""
+    def kill() -> None:
+        deadline = time.time() + 120
+        while time.time() < deadline and not executed.exists():
+            time.sleep(0.02)
+        first = executed.stat().st_mtime_ns if executed.exists() else 0
+        while time.time() < deadline and executed.stat().st_mtime_ns == first:
+            time.sleep(0.02)
+        pid = slot.pid
+        if pid:
+            os.kill(pid, signal.SIGKILL)
+    thread = threading.Thread(target=kill, daemon=True)
+    thread.start()
+    return thread
 
 
 def clean_notebook(nb: nbformat.NotebookNode, *, input_path: str, output_path: str) -> nbformat.NotebookNode:
@@ -82,13 +115,16 @@ def output_paths(out_dir: Path, seed: int) -> dict[str, Path]:
 
 
 def execute(method_name: str, seed: int, out_dir: str, device: str | None = None,
-            overrides: dict[str, Any] | None = None, kernel_name: str = "python3",
-            label_dir: str | None = None) -> dict[str, Any]:
-    """Run one job; returns ``{"status": "ok" | "failed", ...}`` (never raises for a notebook error).
+            overrides: dict[str, Any] | None = None, label_dir: str | None = None, *,
+            slot: KernelSlot, scratch: str | Path) -> dict[str, Any]:
+    """Run one job in ``slot``'s kernel; returns ``{"status": "ok" | "failed" | "lost", ...}``, never raises.
 
-    ``label_dir`` is the folder the outputs will finally live in, when that is not
-    ``out_dir`` (a Dask worker executes into a scratch folder); the notebook's
-    recorded paths and the reported paths use it.
+    ``scratch`` is a folder the runner owns; the job executes in a private
+    folder inside it.  ``label_dir`` is the folder the outputs will finally
+    live in, when that is not ``out_dir`` (a Dask worker executes into a
+    scratch folder); the notebook's recorded paths and the reported paths use it.
+    A kernel that dies in the middle of the notebook makes the job ``lost``
+    (``--retries`` re-runs it); its partial notebook is kept as ``seed-<N>.failed.ipynb``.
     """
     import papermill as pm
 
@@ -101,23 +137,43 @@ def execute(method_name: str, seed: int, out_dir: str, device: str | None = None
     out = Path(out_dir)
     paths = output_paths(out, seed)
     shown = output_paths(Path(label_dir) if label_dir else out, seed)
-    out.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out, prefix=f".tmp-seed-{seed}-"))
+    Path(scratch).mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=scratch, prefix=f"seed-{seed}-"))
     executed = tmp / paths["notebook"].name
-    os.environ[RESULT_ENV] = str(tmp / "result.json")
-    try:
+    base = {"method": method_name, "seed": seed}
+    ok = False
+
+    def keep_failed() -> str | None:
+        if not executed.is_file():
+            return None
         try:
-            pm.execute_notebook(str(method.notebook), str(executed), parameters=inject, kernel_name=kernel_name,
-                                progress_bar=False, log_output=False, cwd=str(NOTEBOOKS))
-        except pm.PapermillExecutionError as err:
             nb = clean_notebook(nbformat.read(executed, as_version=4), input_path=relative(method.notebook),
                                 output_path=relative(shown["failed"]))
             atomic.write_text(paths["failed"], nbformat.writes(nb))
-            return {"status": "failed", "method": method_name, "seed": seed, "notebook": relative(shown["failed"]),
-                    "cell": err.exec_count, "error": f"{err.ename}: {err.evalue}".strip()}
-        except Exception as err:  # the kernel died or could not start: no notebook to keep
-            return {"status": "failed", "method": method_name, "seed": seed, "notebook": None,
-                    "cell": None, "error": f"{type(err).__name__}: {err}".strip()}
+        except Exception:  # noqa: BLE001 - a half-written notebook: nothing to keep
+            return None
+        return relative(shown["failed"])
+
+    try:
+        try:
+            km = slot.acquire(tmp / "result.json")
+        except KernelError as err:
+            return {**base, "status": "lost", "notebook": None, "cell": None, "error": str(err)}
+        if fault_armed("kernel", method_name, seed):
+            _kill_kernel_when_running(slot, executed)
+        kernel_at = time.perf_counter()
+        try:
+            pm.execute_notebook(str(method.notebook), str(executed), parameters=inject, kernel_name=slot.kernel_name,
+                                km=km, progress_bar=False, log_output=False, cwd=str(NOTEBOOKS))
+        except pm.PapermillExecutionError as err:
+            return {**base, "status": "failed", "notebook": keep_failed(), "cell": err.exec_count,
+                    "error": f"{err.ename}: {err.evalue}".strip()}
+        except Exception as err:  # noqa: BLE001 - the kernel died (SIGKILL, OOM) or stopped answering
+            status = "failed" if slot.alive() else "lost"
+            reason = f"{type(err).__name__}: {err}".strip()
+            if status == "lost":
+                reason = f"kernel died mid-notebook ({reason})"
+            return {**base, "status": status, "notebook": keep_failed(), "cell": None, "error": reason}
         executed_at = time.perf_counter()
         results = json.loads((tmp / "result.json").read_text())
         results["provenance"] = {
@@ -131,17 +187,57 @@ def execute(method_name: str, seed: int, out_dir: str, device: str | None = None
         atomic.write_text(paths["notebook"], nbformat.writes(nb))
         atomic.write_json(paths["json"], results)
         paths["failed"].unlink(missing_ok=True)
-        return {"status": "ok", "method": method_name, "seed": seed, "json": relative(shown["json"]),
-                "timings": {"execute_s": executed_at - started, "publish_s": time.perf_counter() - executed_at}}
+        ok = True
+        return {**base, "status": "ok", "json": relative(shown["json"]),
+                "timings": {"kernel_s": kernel_at - started, "execute_s": executed_at - kernel_at,
+                            "publish_s": time.perf_counter() - executed_at}}
+    except Exception as err:  # noqa: BLE001 - e.g. the disk filled while publishing: one line, not a traceback
+        return {**base, "status": "failed", "notebook": None, "cell": None, "error": f"{type(err).__name__}: {err}"}
     finally:
+        slot.release(ok)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def _watch_stdin(lines: "queue.Queue[str | None]", slot: KernelSlot) -> None:
+    """Feed job lines to the main thread; on EOF (the runner died or closed us) kill the kernel and exit."""
+    for line in sys.stdin:
+        lines.put(line)
+    slot.kill()
+    os._exit(0)
+
+
+def serve(scratch: str, kernel_reuse: int, idle_exit_s: float | None = None) -> int:
+    """Run jobs from stdin (one JSON object a line) until stdin closes; one outcome line each."""
+    import queue
+
+    from litrepro.kernels import set_parent_death_signal
+
+    set_parent_death_signal()  # no-op unless the runner set it already; harmless to repeat
+    slot = KernelSlot(reuse=kernel_reuse, scratch=Path(scratch) / "kernels", cwd=NOTEBOOKS)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_watch_stdin, args=(lines, slot), daemon=True).start()
+    while True:
+        try:
+            line = lines.get(timeout=idle_exit_s)
+        except queue.Empty:  # idle too long (a Dask worker's helper after its run ended)
+            slot.kill()
+            return 0
+        job = json.loads(line)
+        outcome = execute(**job, slot=slot, scratch=scratch)
+        outcome["kernels_started"] = slot.started
+        sys.stdout.write(OUTCOME + json.dumps(outcome) + "\n")
+        sys.stdout.flush()
+
+
 def main(argv: list[str]) -> int:
-    job = json.loads(argv[0])
-    outcome = execute(**job)
-    print(json.dumps(outcome), flush=True)
-    return 0 if outcome["status"] == "ok" else 1
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m litrepro.worker")
+    parser.add_argument("--scratch", required=True, help="a folder the runner owns, for this worker's scratch")
+    parser.add_argument("--kernel-reuse", type=int, default=1, help="notebooks per kernel (1: a fresh kernel each)")
+    parser.add_argument("--idle-exit", type=float, default=None, help="exit after this many seconds without a job")
+    args = parser.parse_args(argv)
+    return serve(args.scratch, args.kernel_reuse, args.idle_exit)
 
 
 if __name__ == "__main__":

@@ -15,12 +15,12 @@ HAMLET_SHA256 = "31584c19795779431b5933499a45b9cecb03e8c246b6ea7e245a2b6d65e8e78
 
 @dataclass(frozen=True)
 class WaypointConfig:
-    seed: int = knob(42, "Seed for initialisation, window sampling and rollouts.", lo=0)
+    seed: int = knob(42, "Seed for initialisation, window sampling and rollouts.", lo=0, hi=2**32 - 1)
     device: str = knob("auto", "auto (CUDA when present, else CPU), cpu or cuda.", choices=("auto", "cpu", "cuda"))
     # Corpus (Section 1)
     corpus_path: str = knob("", "Hamlet file; empty: $LITREPRO_CORPUS, then the user cache.")
     corpus_sha256: str = knob(HAMLET_SHA256, "Expected sha256 of the corpus file.")
-    max_corpus_bytes: int = knob(1000000, "Refuse a larger file before reading it.", lo=1)
+    max_corpus_bytes: int = knob(1000000, "Refuse a larger file before reading it.", lo=1, hi=100_000_000)
     train_end: int = knob(165516, "Train split is bytes [0, train_end).", lo=1)
     validation_end: int = knob(186205, "Validation is [train_end, validation_end); test is the rest.", lo=1)
     # Model and pre-training (Section 2)

@@ -33,6 +33,8 @@ from litrepro.errors import CorpusError
 from litrepro.paths import cache_dir
 
 SOURCE_URL = "https://www.gutenberg.org/cache/epub/1524/pg1524.txt"
+#: ``fetch_corpus`` reads at most this much of a download (the corpus is 206,895 bytes).
+MAX_DOWNLOAD_BYTES = 4_000_000
 FILE_NAME = "gutenberg-1524-hamlet.txt"
 ENV = "LITREPRO_CORPUS"
 TRAINING_STAGES = ("teacher_pretrain", "student_pretrain", "teacher_rl", "opd", "comparison")
@@ -153,8 +155,12 @@ def heldout_untouched(corpus: Corpus) -> bool:
     return any(stage in TRAINING_STAGES for _, stage, _, _ in corpus.accesses)
 
 
-def fetch_corpus(dest: Path | None = None, *, expected_sha256: str | None = None, url: str = SOURCE_URL) -> Path:
-    """Download the corpus from Project Gutenberg, verify its sha256, store it atomically."""
+def fetch_corpus(dest: Path | None = None, *, expected_sha256: str | None = None, url: str = SOURCE_URL,
+                 max_bytes: int = MAX_DOWNLOAD_BYTES) -> Path:
+    """Download the corpus from Project Gutenberg, verify its sha256, store it atomically.
+
+    At most ``max_bytes`` are read: a larger download is refused, whatever its headers say.
+    """
     from litrepro.waypoint.config import HAMLET_SHA256
 
     expected = expected_sha256 or HAMLET_SHA256
@@ -163,9 +169,18 @@ def fetch_corpus(dest: Path | None = None, *, expected_sha256: str | None = None
         return dest
     try:
         with urllib.request.urlopen(url, timeout=30) as response:
-            data = response.read()
+            chunks, size = [], 0
+            while size <= max_bytes:
+                chunk = response.read(min(1 << 16, max_bytes + 1 - size))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            data = b"".join(chunks)
     except OSError as err:
         raise CorpusMissing(f"could not download {url}: {err}") from None
+    if len(data) > max_bytes:
+        raise CorpusError(f"download from {url} is larger than {max_bytes} bytes; refused, nothing written")
     actual = sha256_bytes(data)
     if actual != expected:
         raise CorpusHashMismatch(f"downloaded {url} has sha256 {actual}, expected {expected}; nothing written")

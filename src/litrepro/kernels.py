@@ -1,0 +1,398 @@
+"""Jupyter kernels for the batch pipeline: started safely, reused warm, reset between notebooks.
+
+Two halves live here:
+
+* **Worker side** (:class:`KernelSlot`): starts a kernel with
+  ``jupyter_client`` on IPC transport where the platform has Unix sockets, with
+  a parent-death signal (Linux ``prctl(PR_SET_PDEATHSIG)``) so the kernel dies
+  with its worker, and runs one notebook at a time in it through papermill
+  (``km=``, so papermill does not own or shut down the kernel).  A warm slot
+  keeps its kernel for up to ``reuse`` notebooks; a fresh slot (``reuse=1``)
+  starts a new kernel for every notebook, which is the old behaviour.
+* **Kernel side** (:func:`bootstrap`, :func:`prepare`): run inside the kernel.
+  ``bootstrap`` imports the libraries the notebooks use and pays the one-off
+  cost of ``torch.use_deterministic_algorithms`` (its first call imports
+  ``torch._inductor``), then snapshots every piece of process state a notebook
+  can change.  ``prepare`` runs before each notebook: ``%reset -f``, then that
+  state restored, the execution counter set back to 1 and the result path set.
+
+What is restored, and why it suffices: the notebooks' seeding block reseeds
+Python's and torch's generators, and every draw takes an explicit generator;
+what remains is state a notebook could leave behind and the next one would
+read: user globals (``%reset -f``), torch's global flags (deterministic
+algorithms, thread count, default dtype, grad mode, TF32 and cuDNN flags,
+float32 matmul precision), the global RNG states (Python, numpy, torch),
+matplotlib's rcParams and open figures, ``os.environ``, the working folder,
+``sys.path``, ``sys.argv``, warning filters, ``sys.modules`` entries replaced by
+another object, and every attribute of every ``litrepro`` module and class (and
+of ``socket.socket`` and ``torch.hub``, which :class:`litrepro.guard.OfflineGuard`
+patches).  ``litrepro`` modules first imported by a notebook are dropped so the
+next notebook imports them afresh.  ``tests/test_kernels.py`` proves the
+outputs equal to fresh kernels', byte for byte.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+#: Environment variable naming the notebook's result file (see :mod:`litrepro.report`).
+_RESULT_ENV = "LITREPRO_RESULT_PATH"
+_PR_SET_PDEATHSIG = 1
+#: Unix socket paths are limited to 107 bytes on Linux; IPC sockets go to a shorter folder if needed.
+_MAX_IPC_PATH = 90
+
+
+# --------------------------------------------------------------------------------------------- worker side
+
+def set_parent_death_signal(sig: int = signal.SIGKILL) -> None:
+    """Ask Linux to send ``sig`` to this process when its parent thread dies (no-op elsewhere).
+
+    Used as a ``preexec_fn``: it runs in the child between fork and exec.  If
+    the parent is already gone by then (re-parented to init or a subreaper),
+    the child kills itself at once.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - no prctl: the watchdog pipe still applies
+        return
+
+
+def preexec_for_parent(parent_pid: int):
+    """A ``preexec_fn`` that sets the parent-death signal and checks the parent still lives."""
+    def preexec() -> None:
+        set_parent_death_signal()
+        if os.getppid() != parent_pid:
+            os.kill(os.getpid(), signal.SIGKILL)
+    return preexec
+
+
+def ipc_supported() -> bool:
+    return os.name == "posix"
+
+
+class KernelError(RuntimeError):
+    """The kernel could not be started or prepared: the job is lost, not failed."""
+
+
+class KernelSlot:
+    """One kernel at a time, reused for up to ``reuse`` notebooks (``reuse=1``: a fresh kernel each)."""
+
+    def __init__(self, *, reuse: int, scratch: Path, kernel_name: str = "python3",
+                 cwd: Path | None = None, preload: bool = True) -> None:
+        self.reuse = max(1, int(reuse))
+        self.warm = self.reuse > 1
+        self.scratch = Path(scratch)
+        self.kernel_name = kernel_name
+        self.cwd = cwd
+        self.preload = preload
+        self.km = None
+        self.used = 0
+        self.started = 0           # kernels started, for tests and benchmarks
+        self._lock = threading.Lock()
+
+    # -- lifecycle
+    def _ipc_base(self) -> tuple[str, str | None]:
+        """(``ip`` for the connection, a private folder to remove at shutdown or None)."""
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(dir=self.scratch, prefix="k"))
+        if len(str(folder / "kernel-00000000")) <= _MAX_IPC_PATH:
+            return str(folder / "kernel"), str(folder)
+        folder.rmdir()
+        short = Path(tempfile.mkdtemp(prefix="litrepro-ipc-"))  # removed at shutdown by this slot
+        return str(short / "kernel"), str(short)
+
+    def start(self, env: dict[str, str] | None = None) -> None:
+        from jupyter_client import KernelManager
+
+        # nbclient talks to the kernel through ``km.client()``: an asynchronous client, so that its
+        # dead-kernel poll runs while it waits for output (a blocking client stalls its event loop,
+        # and a kernel killed mid-cell would hang the job instead of failing it).
+        kwargs: dict[str, Any] = {"kernel_name": self.kernel_name,
+                                  "client_class": "jupyter_client.asynchronous.AsyncKernelClient"}
+        self._ipc_dir = None
+        if ipc_supported():
+            ip, self._ipc_dir = self._ipc_base()
+            kwargs.update(transport="ipc", ip=ip)
+        km = KernelManager(**kwargs)
+        launch_env = dict(env if env is not None else os.environ)
+        launch_env.setdefault("MPLBACKEND", "Agg")
+        try:
+            km.start_kernel(env=launch_env, cwd=str(self.cwd) if self.cwd else None,
+                            preexec_fn=preexec_for_parent(os.getpid()))
+        except Exception as err:
+            self._remove_ipc_dir()
+            raise KernelError(f"kernel did not start: {type(err).__name__}: {err}") from None
+        self.km, self.used = km, 0
+        self.started += 1
+        if self.warm:
+            self._run(f"import litrepro.kernels as _lk; _lk.bootstrap(preload={self.preload!r}); del _lk",
+                      timeout=600)
+
+    def _remove_ipc_dir(self) -> None:
+        import shutil
+
+        if getattr(self, "_ipc_dir", None):
+            shutil.rmtree(self._ipc_dir, ignore_errors=True)
+            self._ipc_dir = None
+
+    def kill(self) -> None:
+        """Stop the kernel now (SIGKILL to its process group); safe to call twice or from another thread."""
+        km, self.km = self.km, None
+        if km is not None:
+            try:
+                km.shutdown_kernel(now=True)
+            except Exception:  # noqa: BLE001 - already dead, or half-started
+                pid = self.pid_of(km)
+                if pid:
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+            try:
+                km.cleanup_resources()
+            except Exception:  # noqa: BLE001
+                pass
+        self._remove_ipc_dir()
+
+    close = kill
+
+    @staticmethod
+    def pid_of(km) -> int | None:
+        provisioner = getattr(km, "provisioner", None)
+        return getattr(provisioner, "pid", None)
+
+    @property
+    def pid(self) -> int | None:
+        return self.pid_of(self.km) if self.km is not None else None
+
+    def alive(self) -> bool:
+        try:
+            return self.km is not None and bool(self.km.is_alive())
+        except Exception:  # noqa: BLE001
+            return False
+
+    # -- running code
+    def _run(self, code: str, timeout: float = 120) -> None:
+        """Execute ``code`` silently in the kernel; any error is a :class:`KernelError`."""
+        from jupyter_client.blocking import BlockingKernelClient
+
+        kc = BlockingKernelClient()
+        kc.load_connection_info(self.km.get_connection_info())
+        kc.start_channels()
+        try:
+            kc.wait_for_ready(timeout=60)
+            reply = kc.execute_interactive(code, silent=True, store_history=False, timeout=timeout,
+                                           output_hook=lambda msg: None)
+        except Exception as err:  # noqa: BLE001 - a dead kernel or a timeout
+            raise KernelError(f"kernel preparation failed: {type(err).__name__}: {err}") from None
+        finally:
+            kc.stop_channels()
+        content = reply.get("content", {})
+        if content.get("status") != "ok":
+            raise KernelError(f"kernel preparation failed: {content.get('ename')}: {content.get('evalue')}")
+
+    def acquire(self, result_path: Path, env: dict[str, str] | None = None):
+        """A kernel manager ready for the next notebook, whose results go to ``result_path``."""
+        if self.km is not None and (self.used >= self.reuse or not self.alive()):
+            self.kill()
+        if self.km is None:
+            start_env = dict(env if env is not None else os.environ)
+            if not self.warm:
+                start_env[_RESULT_ENV] = str(result_path)
+            self.start(start_env)
+        if self.warm:
+            self._run(f"__import__('litrepro.kernels').kernels.prepare({str(result_path)!r})")
+        self.used += 1
+        return self.km
+
+    def release(self, ok: bool) -> None:
+        """After a notebook: a failed or lost job, or a spent fresh kernel, ends the kernel."""
+        if not ok or self.used >= self.reuse:
+            self.kill()
+
+
+# --------------------------------------------------------------------------------------------- kernel side
+
+_SNAPSHOT: dict[str, Any] | None = None
+
+
+def _watched_objects() -> list[Any]:
+    """Modules and classes whose attributes are restored: litrepro's own, plus what OfflineGuard patches."""
+    import socket
+
+    objects: list[Any] = [socket.socket]
+    hub = sys.modules.get("torch.hub")
+    if hub is not None:
+        objects.append(hub)
+    for name, module in list(sys.modules.items()):
+        if module is None or name == __name__ or not (name == "litrepro" or name.startswith("litrepro.")):
+            continue
+        objects.append(module)
+        for value in list(vars(module).values()):
+            if isinstance(value, type) and getattr(value, "__module__", None) == name:
+                objects.append(value)
+    return objects
+
+
+def _torch_state() -> dict[str, Any]:
+    import torch
+
+    return {
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "warn_only": torch.is_deterministic_algorithms_warn_only_enabled(),
+        "threads": torch.get_num_threads(),
+        "dtype": torch.get_default_dtype(),
+        "grad": torch.is_grad_enabled(),
+        "matmul_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "cudnn_tf32": torch.backends.cudnn.allow_tf32,
+        "cudnn_deterministic": torch.backends.cudnn.deterministic,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark,
+        "matmul_precision": torch.get_float32_matmul_precision(),
+        "rng": torch.random.get_rng_state(),
+    }
+
+
+def _restore_torch(state: dict[str, Any]) -> None:
+    import torch
+
+    torch.use_deterministic_algorithms(state["deterministic"], warn_only=state["warn_only"])
+    if torch.get_num_threads() != state["threads"]:
+        torch.set_num_threads(state["threads"])
+    torch.set_default_dtype(state["dtype"])
+    torch.set_grad_enabled(state["grad"])
+    torch.backends.cuda.matmul.allow_tf32 = state["matmul_tf32"]
+    torch.backends.cudnn.allow_tf32 = state["cudnn_tf32"]
+    torch.backends.cudnn.deterministic = state["cudnn_deterministic"]
+    torch.backends.cudnn.benchmark = state["cudnn_benchmark"]
+    torch.set_float32_matmul_precision(state["matmul_precision"])
+    torch.random.set_rng_state(state["rng"])
+
+
+def snapshot() -> dict[str, Any]:
+    import random
+    import warnings
+
+    import matplotlib
+    import numpy as np
+
+    return {
+        "torch": _torch_state(),
+        "numpy_rng": np.random.get_state(),
+        "python_rng": random.getstate(),
+        "rc": dict(matplotlib.rcParams),
+        "environ": dict(os.environ),
+        "cwd": os.getcwd(),
+        "path": list(sys.path),
+        "argv": list(sys.argv),
+        "warnings": list(warnings.filters),
+        "modules": dict(sys.modules),
+        "attrs": [(obj, dict(vars(obj))) for obj in _watched_objects()],
+    }
+
+
+def _restore_attrs(obj: Any, saved: dict[str, Any]) -> None:
+    current = vars(obj)
+    if isinstance(obj, type):  # a class: its __dict__ is read-only, use setattr/delattr
+        for key in [k for k in current if k not in saved]:
+            delattr(obj, key)
+        for key, value in saved.items():
+            if current.get(key, _MISSING) is not value and key not in ("__dict__", "__weakref__"):
+                setattr(obj, key, value)
+        return
+    for key in [k for k in current if k not in saved]:
+        del current[key]
+    for key, value in saved.items():
+        if current.get(key, _MISSING) is not value:
+            current[key] = value
+
+
+_MISSING = object()
+
+
+def restore(state: dict[str, Any]) -> None:
+    """Put the process back into ``state`` (see the module docstring for the list)."""
+    import random
+    import warnings
+
+    import matplotlib
+    import numpy as np
+
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
+    for name in [n for n in sys.modules if (n == "litrepro" or n.startswith("litrepro.")) and n not in state["modules"]]:
+        del sys.modules[name]
+    for name, module in state["modules"].items():
+        if sys.modules.get(name, _MISSING) is not module:
+            sys.modules[name] = module
+    for obj, saved in state["attrs"]:
+        _restore_attrs(obj, saved)
+    _restore_torch(state["torch"])
+    np.random.set_state(state["numpy_rng"])
+    random.setstate(state["python_rng"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if dict(matplotlib.rcParams) != state["rc"]:
+            matplotlib.rcParams.clear()
+            matplotlib.rcParams.update(state["rc"])
+    os.environ.clear()
+    os.environ.update(state["environ"])
+    os.chdir(state["cwd"])
+    sys.path[:] = state["path"]
+    sys.argv[:] = state["argv"]
+    warnings.filters[:] = state["warnings"]
+    if hasattr(warnings, "_filters_mutated"):
+        warnings._filters_mutated()
+
+
+def bootstrap(preload: bool = True) -> None:
+    """Once per kernel: import what the notebooks use, pay torch's one-off set-up, snapshot the state."""
+    global _SNAPSHOT
+    if preload:
+        import matplotlib  # noqa: F401
+        import pandas  # noqa: F401
+        import torch
+
+        import litrepro.guard  # noqa: F401
+        import litrepro.params  # noqa: F401
+        import litrepro.plotting  # noqa: F401
+        import litrepro.report  # noqa: F401
+        import litrepro.seeding  # noqa: F401
+        import litrepro.rlbp.experiment  # noqa: F401
+        import litrepro.rlbp.fixtures  # noqa: F401
+        import litrepro.waypoint.experiment  # noqa: F401
+        import litrepro.waypoint.model  # noqa: F401
+
+        # The first call imports torch._inductor (about 1 s); pay it now, then put the flag back.
+        was = torch.are_deterministic_algorithms_enabled()
+        torch.use_deterministic_algorithms(True)
+        torch.use_deterministic_algorithms(was)
+    _SNAPSHOT = snapshot()
+    # Move everything imported so far out of the collector's view: ``%reset -f`` runs a full
+    # ``gc.collect()``, which would otherwise walk torch's and pandas' objects before every notebook.
+    gc.collect()
+    gc.freeze()
+
+
+def prepare(result_path: str) -> None:
+    """Before each notebook in a reused kernel: empty namespace, restored state, counter at 1."""
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    shell.run_line_magic("reset", "-f")
+    if _SNAPSHOT is None:
+        bootstrap(preload=False)
+    restore(_SNAPSHOT)
+    os.environ[_RESULT_ENV] = result_path
+    shell.execution_count = 1
