@@ -13,7 +13,7 @@ from litrepro.waypoint import experiment as ex
 from litrepro.waypoint.config import HAMLET_SHA256, WaypointConfig
 from litrepro.waypoint.model import EOS, VOCAB, BytePolicy, flat_parameters, nats_per_byte
 from litrepro.waypoint.opd import (ZeroGateError, compute_gate, opd_loss, sample_rollouts, straightness_gate,
-                                   student_logps, waypoint_logps)
+                                   student_logps, waypoint_logps, waypoint_logps_stacked, waypoint_logps_streamed)
 from litrepro.waypoint.teacher import parity_reward, reinforce_step, run_teacher_rl
 
 CFG = WaypointConfig()
@@ -112,6 +112,24 @@ def test_batched_waypoint_scoring_equals_separate_passes():
         expected = reference.gather(-1, rollouts.generated[..., None]).squeeze(-1)
         assert torch.allclose(batched[k], expected, atol=1e-5)
         assert torch.allclose(student_logps(w, rollouts), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows", [1, 7, 1024])
+def test_streamed_and_stacked_scoring_agree(rows):
+    """Both scoring paths (and the per-device choice) give the plain full-softmax scores, across block edges."""
+    g = torch.Generator().manual_seed(11)
+    waypoints = [BytePolicy(8, g) for _ in range(3)]
+    rollouts = sample_rollouts(BytePolicy(8, g), torch.randint(256, (5, 4), generator=g), 6, g)
+    streamed = waypoint_logps_streamed(waypoints, rollouts, rows=rows)
+    stacked = waypoint_logps_stacked(waypoints, rollouts)
+    p = rollouts.prompt_len
+    with torch.no_grad():
+        full = torch.stack([torch.log_softmax(w(rollouts.tokens), -1)[:, p - 1:-1] for w in waypoints])   # (3, B, N, V)
+    reference = full.gather(-1, rollouts.generated.expand(3, -1, -1)[..., None]).squeeze(-1)
+    assert streamed.shape == stacked.shape == (3, 5, 6)
+    assert torch.allclose(streamed, reference, rtol=0, atol=1e-12)
+    assert torch.allclose(stacked, reference, rtol=0, atol=1e-12)
+    assert torch.equal(waypoint_logps(waypoints, rollouts), waypoint_logps_streamed(waypoints, rollouts))   # CPU: streamed
 
 
 def test_nats_per_byte_matches_reference():

@@ -93,9 +93,48 @@ def student_logps(student: BytePolicy, rollouts: Rollouts) -> Tensor:
 
 
 @torch.no_grad()
-def waypoint_logps(waypoints: list[BytePolicy], rollouts: Rollouts) -> Tensor:
-    """(3, B, N) log-probs of the rollout under all waypoints, in one batched forward pass."""
+def waypoint_logps_stacked(waypoints: list[BytePolicy], rollouts: Rollouts) -> Tensor:
+    """(S, B, N) log-probs under all waypoints in one stacked pass: materialises (S, B, N + 1, V) logits."""
     return token_logps(policy_logits(*stack(waypoints), rollouts.tokens, start=rollouts.prompt_len - 1), rollouts)
+
+
+@torch.no_grad()
+def waypoint_logps_streamed(waypoints: list[BytePolicy], rollouts: Rollouts, *, rows: int = 1024) -> Tensor:
+    """(S, B, N) log-probs under all waypoints, streamed through cache-sized blocks of rows.
+
+        h_t = (1 / (t + 1)) sum_{j<=t} E_k[x_j]                      (M, D), M = B * N positions
+        log pi_k(y_t) = (W_k h_t + b_k)[y_t] - logsumexp_v (W_k h_t + b_k)_v
+
+    The logits of ``rows`` positions (rows x V) are made, reduced to one number per
+    position and dropped, so they stay in cache; the full (S, B, N, V) tensor never exists.
+    """
+    p = rollouts.prompt_len
+    tokens, gen = rollouts.tokens, rollouts.generated.reshape(-1)                      # (B, P + N), (M,)
+    b, t = tokens.shape
+    counts = torch.arange(1, t + 1, device=tokens.device)[p - 1:-1, None]               # (N, 1): t + 1
+    out = []
+    for w in waypoints:
+        h = (w.embed[tokens].cumsum(1)[:, p - 1:-1] / counts).reshape(-1, w.embed.shape[1])  # (M, D) causal mean
+        head_t = w.head_w.T.contiguous()                                                   # (D, V)
+        parts = []
+        for lo in range(0, h.shape[0], rows):
+            z = torch.addmm(w.head_b, h[lo:lo + rows], head_t)                             # (rows, V) = b + h W^T
+            parts.append(z.gather(1, gen[lo:lo + rows, None]).squeeze(1) - z.logsumexp(1))  # (rows,)
+        out.append(torch.cat(parts).view(b, -1))                                           # (B, N)
+    return torch.stack(out)                                                                 # (S, B, N)
+
+
+#: The scoring path per device type.  On CPU, ``benchmarks/waypoint_scoring.py`` measured the streamed
+#: path faster than the stacked pass and than three separate passes at every size from 4 to 4096
+#: rollouts (README, waypoint_opd).  On CUDA we keep the stacked pass, one batched kernel instead of
+#: a Python loop of small blocks; that choice is not measured yet (no GPU was available): run
+#: ``python benchmarks/waypoint_scoring.py --device cuda`` to check it.
+SCORING_PATH = {"cpu": waypoint_logps_streamed, "cuda": waypoint_logps_stacked}
+
+
+def waypoint_logps(waypoints: list[BytePolicy], rollouts: Rollouts) -> Tensor:
+    """(3, B, N) log-probs of the rollout under all waypoints, by the faster path for the device."""
+    return SCORING_PATH.get(rollouts.tokens.device.type, waypoint_logps_stacked)(waypoints, rollouts)
 
 
 def straightness_gate(lp: Tensor) -> Tensor:
