@@ -1,4 +1,4 @@
-"""The 20-seed study of ``pinterest_rlbp``: paired policy comparisons and the lambda frontier.
+"""The 20-seed study of ``pinterest_rlbp`` (``make rlbp-study``): paired policy comparisons and the lambda frontier.
 
 Reads the seed JSONs that ``python -m litrepro run`` wrote (one per seed, same
 configuration) and writes, into ``rendered/pinterest_rlbp/``:
@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from litrepro.paths import RENDERED
+from litrepro.provenance import source_hashes
 from litrepro.stats import paired_ci, verdict
 
 FOLDER = RENDERED / "pinterest_rlbp"
@@ -97,15 +98,35 @@ def reference_points(results: Sequence[Mapping[str, Any]]) -> dict[str, tuple[fl
             for p in ("fixed_gain", "behaviour")}
 
 
+def across_gamma(main: Sequence[Mapping[str, Any]], ablation: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Paired per seed: the learned policy at the run's gamma minus the learned policy at gamma = 0.
+
+    Same seed, same campaigns, logged data and evaluation days (gamma changes neither the
+    data collection nor the number of generator draws), so only the critic's backups differ.
+    """
+    a = {r["seed"]: r["beyond_seed_metrics"] for r in main}
+    b = {r["seed"]: r["beyond_seed_metrics"] for r in ablation}
+    seeds = sorted(set(a) & set(b))
+    rows = []
+    for metric, key in TRUTH_METRICS.items():
+        ci = paired_ci([a[s][f"learned_{key}"] for s in seeds], [b[s][f"learned_{key}"] for s in seeds])
+        rows.append({"comparison": "learned(gamma) - learned(gamma=0)", "metric": metric, **ci, "verdict": verdict(ci)})
+    return rows
+
+
 def load(folder: Path) -> list[dict[str, Any]]:
-    """Every ``seed-<N>.json`` in ``folder``, sorted by seed; refuses mixed configurations."""
-    results = [json.loads(p.read_text()) for p in folder.glob("seed-*.json")]
+    """Every ``seed-<N>.json`` under ``folder`` (any depth), sorted by seed; refuses mixed configurations."""
+    results = [json.loads(p.read_text()) for p in folder.rglob("seed-*.json")]
     results.sort(key=lambda r: r["seed"])
     if not results:
         raise FileNotFoundError(f"no seed-*.json in {folder}")
     params = [{k: v for k, v in r["provenance"]["parameters"].items() if k != "seed"} for r in results]
     if any(p != params[0] for p in params):
         raise ValueError(f"{folder}: seeds were run with different parameters")
+    current = source_hashes("pinterest_rlbp")
+    stale = [r["seed"] for r in results if r["provenance"]["source_sha256"] != current]
+    if stale:
+        raise ValueError(f"{folder}: seeds {stale} were run with other sources; rerun them")
     return results
 
 
