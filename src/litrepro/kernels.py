@@ -14,7 +14,8 @@ Two halves live here:
   cost of ``torch.use_deterministic_algorithms`` (its first call imports
   ``torch._inductor``), then snapshots every piece of process state a notebook
   can change.  ``prepare`` runs before each notebook: ``%reset -f``, then that
-  state restored, the execution counter set back to 1 and the result path set.
+  state restored, the execution counter set back to 1 (a new history session) and the
+  result path set.
 
 What is restored, and why it suffices: the notebooks' seeding block reseeds
 Python's and torch's generators, and every draw takes an explicit generator;
@@ -390,9 +391,10 @@ def prepare(result_path: str) -> None:
     from IPython import get_ipython
 
     shell = get_ipython()
-    shell.run_line_magic("reset", "-f")
+    # What ``%reset -f`` does, but in a new history session with the execution counter at 1, as in a
+    # fresh kernel (the same session with the counter rewound makes IPython print a history error).
+    shell.reset(new_session=True)
     if _SNAPSHOT is None:
         bootstrap(preload=False)
     restore(_SNAPSHOT)
     os.environ[_RESULT_ENV] = result_path
-    shell.execution_count = 1

@@ -86,7 +86,13 @@ def _kill_kernel_when_running(slot, executed: Path) -> threading.Thread:
 
 
 def clean_notebook(nb: nbformat.NotebookNode, *, input_path: str, output_path: str) -> nbformat.NotebookNode:
-    """Drop timestamps and durations, fix papermill's random cell id; keep paths repository-relative."""
+    """Drop timestamps and durations, fix papermill's random cell id; keep paths repository-relative.
+
+    Consecutive stream outputs of one cell with the same name (stdout, stderr)
+    are merged: where the kernel's output buffer happens to flush splits one
+    print into two messages, a matter of timing, so only the merged text is
+    reproducible.  (nbval compares merged streams too.)
+    """
     pm = nb.metadata.get("papermill", {})
     for key in _VOLATILE:
         pm.pop(key, None)
@@ -95,6 +101,15 @@ def clean_notebook(nb: nbformat.NotebookNode, *, input_path: str, output_path: s
         if "injected-parameters" in cell.metadata.get("tags", []):
             cell["id"] = "injected-parameters"
         cell.metadata.pop("execution", None)
+        if cell.get("outputs"):
+            merged: list = []
+            for output in cell.outputs:
+                if (output.get("output_type") == "stream" and merged and merged[-1].get("output_type") == "stream"
+                        and merged[-1].get("name") == output.get("name")):
+                    merged[-1]["text"] = "".join(merged[-1]["text"]) + "".join(output["text"])
+                else:
+                    merged.append(output)
+            cell["outputs"] = merged
         for key in _VOLATILE:
             cell.metadata.get("papermill", {}).pop(key, None)
     return nb
