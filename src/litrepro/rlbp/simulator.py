@@ -137,6 +137,34 @@ def make_campaigns(n: int, steps: int, opportunities: int, generator: torch.Gene
                      ctr_logit.to(**to), traffic.to(**to), plan.to(**to), kind.to(**to), beta.to(**to), m.to(**to))
 
 
+#: Campaigns per block in :func:`auction_step`: keeps its (block, M) temporaries in cache.
+BLOCK = 8192
+
+
+def auction_step(bid: Tensor, remaining: Tensor, price: Tensor, click_prob: Tensor, live: Tensor) -> tuple[Tensor, Tensor]:
+    """One step's auctions for every campaign: (spend, clicks), each (C,).
+
+    Auction m is won when it is live and price_m < bid; the wins are taken in order and
+    the campaign stops at the first one it cannot afford:
+
+        cost_m = sum_{j <= m, j biddable} price_j,   won_m = biddable_m and cost_m <= remaining
+
+    ``bid``, ``remaining`` (C,); ``price``, ``click_prob``, ``live`` (C, M).  Campaigns are
+    processed in blocks of ``BLOCK``, which changes no result (campaigns do not interact)
+    but keeps the temporaries small, so the cost per campaign stays flat up to 10^6.
+    """
+    spend, clicks = torch.empty_like(bid), torch.empty_like(bid)              # (C,)
+    for lo in range(0, bid.shape[0], BLOCK):
+        sl = slice(lo, lo + BLOCK)
+        p = price[sl]                                                        # (B, M)
+        biddable = live[sl] & (p < bid[sl, None])                            # (B, M) auctions the bid would win
+        cost = torch.where(biddable, p, 0.0).cumsum(-1)                      # (B, M) spend if all were won, in order
+        win = biddable & (cost <= remaining[sl, None])                       # stop at the first unaffordable win
+        spend[sl] = torch.where(win, p, 0.0).sum(-1)
+        clicks[sl] = torch.where(win, click_prob[sl], 0.0).sum(-1)
+    return spend, clicks
+
+
 def draw_day(c: Campaigns, opportunities: int, generator: torch.Generator) -> DayDraws:
     """Pre-draw one day's auctions, so policies can be compared on the same day."""
     steps, n = c.traffic.shape
@@ -183,11 +211,9 @@ def simulate_day(c: Campaigns, draws: DayDraws, policy: Policy, s: SimSettings,
             phi = (kp * e + ki * integral + d).clamp(-s.phi_max, s.phi_max)    # P + I + D, bounded
             e_prev = e
             bid = c.base_bid * torch.exp(phi)                                  # (C,) exponential actuator
-            bids = draws.live[t] & (draws.price[t] < bid[:, None])              # (C, M) auctions the bid would win
-            cost = torch.where(bids, draws.price[t], 0.0).cumsum(-1)            # (C, M) spend if all were won, in order
-            win = bids & (cost <= (c.budget - spent)[:, None])                  # stop at the first unaffordable win
-            spent = spent + torch.where(win, draws.price[t], 0.0).sum(-1)
-            clicks = clicks + torch.where(win, draws.click_prob[t], 0.0).sum(-1)
+            new_spend, new_clicks = auction_step(bid, c.budget - spent, draws.price[t], draws.click_prob[t],
+                                                 draws.live[t])
+            spent, clicks = spent + new_spend, clicks + new_clicks
             for name, value in (("errors", e), ("d_term", d), ("kp", kp), ("ki", ki), ("phi", phi),
                                 ("spent_fraction", spent / c.budget)):
                 trace[name].append(value)
