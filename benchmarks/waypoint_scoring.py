@@ -7,7 +7,7 @@ under three waypoints by:
 - ``streamed``: :func:`waypoint_logps_streamed` (cache-sized blocks, no full logits);
 - ``stacked``: :func:`waypoint_logps_stacked` (one pass over stacked parameters);
 - ``three_passes``: three separate :func:`student_logps` calls under ``no_grad``;
-and reports which path ``waypoint_logps`` picks on the device, and its speed-up
+and reports which path ``waypoint_logps`` picks for the device and size, and its speed-up
 over three passes and over the other path.  One intra-op thread, as in the notebooks.
 """
 
@@ -22,7 +22,7 @@ import time
 import torch
 
 from litrepro.waypoint.model import BytePolicy
-from litrepro.waypoint.opd import (SCORING_PATH, sample_rollouts, student_logps, waypoint_logps_stacked,
+from litrepro.waypoint.opd import (sample_rollouts, scoring_path, student_logps, waypoint_logps_stacked,
                                    waypoint_logps_streamed)
 
 
@@ -56,10 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     g = torch.Generator().manual_seed(0)
     waypoints = [BytePolicy(24, g).to(device).requires_grad_(False) for _ in range(3)]
     sampler = BytePolicy(24, g).to(device)
-    chosen = SCORING_PATH.get(device.type, waypoint_logps_stacked).__name__.rsplit("_", 1)[1]
     rows = []
     for b in args.sizes:
         r = sample_rollouts(sampler, torch.randint(256, (b, 8), generator=g).to(device), 16, g)
+        chosen = scoring_path(device.type, r.generated.numel()).__name__.rsplit("_", 1)[1]
         with torch.no_grad():
             times = median_times({"streamed": lambda: waypoint_logps_streamed(waypoints, r),
                                   "stacked": lambda: waypoint_logps_stacked(waypoints, r),

@@ -13,7 +13,8 @@ from litrepro.waypoint import experiment as ex
 from litrepro.waypoint.config import HAMLET_SHA256, WaypointConfig
 from litrepro.waypoint.model import EOS, VOCAB, BytePolicy, flat_parameters, nats_per_byte
 from litrepro.waypoint.opd import (ZeroGateError, compute_gate, opd_loss, sample_rollouts, straightness_gate,
-                                   student_logps, waypoint_logps, waypoint_logps_stacked, waypoint_logps_streamed)
+                                   scoring_path, student_logps, waypoint_logps, waypoint_logps_stacked,
+                                   waypoint_logps_streamed)
 from litrepro.waypoint.teacher import parity_reward, reinforce_step, run_teacher_rl
 
 CFG = WaypointConfig()
@@ -129,7 +130,10 @@ def test_streamed_and_stacked_scoring_agree(rows):
     assert streamed.shape == stacked.shape == (3, 5, 6)
     assert torch.allclose(streamed, reference, rtol=0, atol=1e-12)
     assert torch.allclose(stacked, reference, rtol=0, atol=1e-12)
-    assert torch.equal(waypoint_logps(waypoints, rollouts), waypoint_logps_streamed(waypoints, rollouts))   # CPU: streamed
+    assert torch.equal(waypoint_logps(waypoints, rollouts), stacked)              # 30 positions on CPU: stacked
+    assert scoring_path("cpu", 4 * 16) is waypoint_logps_stacked
+    assert scoring_path("cpu", 16 * 16) is waypoint_logps_streamed
+    assert scoring_path("cuda", 4096 * 16) is waypoint_logps_stacked
 
 
 def test_nats_per_byte_matches_reference():

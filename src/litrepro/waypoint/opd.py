@@ -124,17 +124,28 @@ def waypoint_logps_streamed(waypoints: list[BytePolicy], rollouts: Rollouts, *, 
     return torch.stack(out)                                                                 # (S, B, N)
 
 
-#: The scoring path per device type.  On CPU, ``benchmarks/waypoint_scoring.py`` measured the streamed
-#: path faster than the stacked pass and than three separate passes at every size from 4 to 4096
-#: rollouts (README, waypoint_opd).  On CUDA we keep the stacked pass, one batched kernel instead of
-#: a Python loop of small blocks; that choice is not measured yet (no GPU was available): run
-#: ``python benchmarks/waypoint_scoring.py --device cuda`` to check it.
-SCORING_PATH = {"cpu": waypoint_logps_streamed, "cuda": waypoint_logps_stacked}
+#: Up to this many scored positions (B x N) the stacked pass is faster on CPU; above it, streaming.
+#: ``benchmarks/waypoint_scoring.py`` (medians of 51 interleaved rounds, 1 thread): stacked wins at
+#: 2-8 rollouts of 16 tokens (32-128 positions; 0.34 vs 0.40 ms at 2), streamed from 16 rollouts
+#: (256 positions; 1.75 vs 2.78 ms) up to 4096 rollouts (236 vs 933 ms; three passes: 828 ms).
+CPU_STACKED_MAX_POSITIONS = 192
+
+
+def scoring_path(device_type: str, positions: int):
+    """The faster scoring function for a device and a batch of ``positions`` scored tokens.
+
+    On CUDA we keep the stacked pass, one batched kernel instead of a Python loop of small
+    blocks.  That choice is not measured yet (no GPU was available to us): check it with
+    ``python benchmarks/waypoint_scoring.py --device cuda``.
+    """
+    if device_type == "cpu" and positions > CPU_STACKED_MAX_POSITIONS:
+        return waypoint_logps_streamed
+    return waypoint_logps_stacked
 
 
 def waypoint_logps(waypoints: list[BytePolicy], rollouts: Rollouts) -> Tensor:
-    """(3, B, N) log-probs of the rollout under all waypoints, by the faster path for the device."""
-    return SCORING_PATH.get(rollouts.tokens.device.type, waypoint_logps_stacked)(waypoints, rollouts)
+    """(3, B, N) log-probs of the rollout under all waypoints, by the faster path (:func:`scoring_path`)."""
+    return scoring_path(rollouts.tokens.device.type, rollouts.generated.numel())(waypoints, rollouts)
 
 
 def straightness_gate(lp: Tensor) -> Tensor:
