@@ -154,7 +154,7 @@ def test_kernels_use_ipc_transport(tmp_path):
         assert info["transport"] == "ipc" and str(tmp_path) in info["ip"]
     finally:
         slot.kill()
-    assert not list((tmp_path / "s").glob("k*/kernel-*"))     # its sockets are removed with it
+    assert not list((tmp_path / "s").glob("k*/k-*"))          # its sockets are removed with it
 
 
 def test_split_stream_outputs_are_merged_when_stored():

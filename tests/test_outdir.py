@@ -220,3 +220,22 @@ def test_the_lock_lives_in_the_runners_own_folder(tmp_path):
     assert (tmp_path / "o" / ".litrepro" / "lock").is_file() and not (tmp_path / "o" / ".litrepro.lock").exists()
     ignored = (ROOT / ".gitignore").read_text().split()
     assert ".litrepro/" in ignored and ".litrepro.lock" in ignored
+
+
+def test_a_killed_runs_listed_ipc_socket_folders_go_with_its_scratch(tmp_path):
+    import tempfile
+
+    from litrepro.kernels import IPC_FALLBACK_LIST, IPC_FALLBACK_PREFIX
+
+    out = tmp_path / "out"
+    with outdir.lock(out):
+        dead = outdir.new_run_scratch(out)
+    ours = Path(tempfile.mkdtemp(prefix=IPC_FALLBACK_PREFIX))
+    (ours / "k-1").write_text("")
+    users = tmp_path / "litrepro-ipc-users-own"                   # listed, but not in the temp folder: kept
+    users.mkdir()
+    (dead / "w0" / "k").mkdir(parents=True)
+    (dead / "w0" / "k" / IPC_FALLBACK_LIST).write_text(f"{ours}\n{users}\n/\n")
+    with outdir.lock(out):
+        outdir.remove_stale_scratch(out)
+    assert not dead.exists() and not ours.exists() and users.is_dir()

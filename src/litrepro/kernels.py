@@ -47,7 +47,9 @@ from typing import Any
 _RESULT_ENV = "LITREPRO_RESULT_PATH"
 _PR_SET_PDEATHSIG = 1
 #: Unix socket paths are limited to 107 bytes on Linux; IPC sockets go to a shorter folder if needed.
-_MAX_IPC_PATH = 90
+_MAX_IPC_PATH = 100
+IPC_FALLBACK_PREFIX = "litrepro-ipc-"
+IPC_FALLBACK_LIST = "ipc-fallback"
 
 
 # --------------------------------------------------------------------------------------------- worker side
@@ -105,14 +107,23 @@ class KernelSlot:
 
     # -- lifecycle
     def _ipc_base(self) -> tuple[str, str | None]:
-        """(``ip`` for the connection, a private folder to remove at shutdown or None)."""
+        """(``ip`` for the connection, a private folder to remove at shutdown).
+
+        The sockets are ``<folder>/k-<n>``.  A Unix socket path has at most 107
+        bytes on Linux; when the scratch folder is too deep, the sockets go to a
+        short ``litrepro-ipc-*`` folder in the system temp folder instead, which is
+        listed in ``<scratch>/ipc-fallback`` so that :mod:`litrepro.outdir` can
+        remove it with a killed run's scratch.
+        """
         self.scratch.mkdir(parents=True, exist_ok=True)
         folder = Path(tempfile.mkdtemp(dir=self.scratch, prefix="k"))
-        if len(str(folder / "kernel-00000000")) <= _MAX_IPC_PATH:
-            return str(folder / "kernel"), str(folder)
+        if len(str(folder / "k-00000")) <= _MAX_IPC_PATH:
+            return str(folder / "k"), str(folder)
         folder.rmdir()
-        short = Path(tempfile.mkdtemp(prefix="litrepro-ipc-"))  # removed at shutdown by this slot
-        return str(short / "kernel"), str(short)
+        short = Path(tempfile.mkdtemp(prefix=IPC_FALLBACK_PREFIX))
+        with open(self.scratch / IPC_FALLBACK_LIST, "a") as listing:
+            listing.write(f"{short}\n")
+        return str(short / "k"), str(short)
 
     def start(self, env: dict[str, str] | None = None) -> None:
         from jupyter_client import KernelManager

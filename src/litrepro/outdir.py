@@ -110,6 +110,25 @@ def _is_registered(entry: Path) -> bool:
         return False
 
 
+def _remove_run_folder(entry: Path) -> None:
+    """Remove a registered run folder, and the short IPC socket folders its kernels listed in it."""
+    import tempfile
+
+    from litrepro.kernels import IPC_FALLBACK_LIST, IPC_FALLBACK_PREFIX
+
+    temp = Path(tempfile.gettempdir())
+    for listing in entry.rglob(IPC_FALLBACK_LIST):
+        try:
+            lines = listing.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            folder = Path(line.strip())
+            if folder.parent == temp and folder.name.startswith(IPC_FALLBACK_PREFIX) and folder.is_dir():
+                shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(entry, ignore_errors=True)
+
+
 def remove_stale_scratch(out: Path) -> list[Path]:
     """Delete killed runs' scratch folders; call under :func:`lock`.  Touches nothing but registered entries."""
     state = out / STATE
@@ -119,7 +138,7 @@ def remove_stale_scratch(out: Path) -> list[Path]:
     removed = []
     for entry in sorted(scratch.iterdir()) if scratch.is_dir() else []:
         if _is_registered(entry):
-            shutil.rmtree(entry, ignore_errors=True)
+            _remove_run_folder(entry)
             removed.append(entry)
     return removed
 
@@ -135,4 +154,4 @@ def new_run_scratch(out: Path) -> Path:
 
 def remove_run_scratch(folder: Path) -> None:
     if _is_registered(folder):
-        shutil.rmtree(folder, ignore_errors=True)
+        _remove_run_folder(folder)

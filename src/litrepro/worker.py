@@ -228,7 +228,7 @@ def serve(scratch: str, kernel_reuse: int, idle_exit_s: float | None = None) -> 
     from litrepro.kernels import set_parent_death_signal
 
     set_parent_death_signal()  # no-op unless the runner set it already; harmless to repeat
-    slot = KernelSlot(reuse=kernel_reuse, scratch=Path(scratch) / "kernels", cwd=NOTEBOOKS)
+    slot = KernelSlot(reuse=kernel_reuse, scratch=Path(scratch) / "k", cwd=NOTEBOOKS)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_watch_stdin, args=(lines, slot), daemon=True).start()
     while True:
