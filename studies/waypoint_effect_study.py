@@ -40,9 +40,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"seed {seed} done ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
     data = {"n_seeds": len(seeds), "seeds": seeds, "comparison_steps": args.steps,
             "comparison_eval_prompts": args.eval_prompts, "student_starts": list(effect_study.STARTS),
-            "teacher_rl_rollouts": list(effect_study.RL_ROLLOUTS),
+            "teacher_rl_rollouts": list(effect_study.RL_ROLLOUTS), "teachers_pretrain_lr": effect_study.TEACHERS,
             "source_sha256": effect_study.source_hashes(), "per_seed": rows,
-            "differences": effect_study.summarise(rows)}
+            "condition_means": effect_study.condition_means(rows), "differences": effect_study.summarise(rows)}
     atomic.write_text(effect_study.PATH, atomic.dumps_json(data))
     plotting.save_png(effect_study.plot(data), effect_study.PLOT)
     print(f"wrote {effect_study.PATH} and {effect_study.PLOT.name}", file=sys.stderr)

@@ -227,6 +227,17 @@ def test_calibration_rows_z_by_hand():
     assert calibration.calibration_rows(results, None) == []
 
 
+def test_effect_study_hashes_see_a_changed_default(monkeypatch):
+    """The freshness hashes cover the config's defaults, not just files."""
+    before = effect_study.source_hashes()["WaypointConfig defaults"]
+    import dataclasses
+
+    from litrepro.waypoint import config
+    changed = dataclasses.make_dataclass("WaypointConfig", [("student_lr", float, dataclasses.field(default=0.5))])
+    monkeypatch.setattr(config, "WaypointConfig", changed)
+    assert effect_study.source_hashes()["WaypointConfig defaults"] != before
+
+
 def test_effect_study_is_current_and_complete():
     """The committed effect_study.json was made by the current sources (checked by hash, not re-run)."""
     if not effect_study.PATH.exists():
@@ -238,6 +249,7 @@ def test_effect_study_is_current_and_complete():
     rows = data["differences"]
     assert {r["comparison"] for r in rows} >= {"waypoint - final_only", "waypoint - shuffled",
                                                 "waypoint - matched_compute", "waypoint - none"}
+    assert {(r["teacher"], r["student_start"], r["teacher_rl_rollouts"]) for r in rows} == set(effect_study.conditions())
     for r in rows:
         assert set(r) >= {"comparison", "metric", "n", "mean_difference", "ci95_low", "ci95_high"}
         assert r["n"] >= 12 and r["ci95_low"] <= r["mean_difference"] <= r["ci95_high"]

@@ -21,45 +21,67 @@ from litrepro.paths import ROOT
 
 PATH = ROOT / "rendered" / "waypoint_opd" / "effect_study.json"
 PLOT = PATH.with_suffix(".png")
-#: Files whose content determines the study's numbers.
-SOURCES = ("src/litrepro/waypoint/config.py", "src/litrepro/waypoint/corpus.py", "src/litrepro/waypoint/diagnostics.py",
-           "src/litrepro/waypoint/experiment.py", "src/litrepro/waypoint/model.py", "src/litrepro/waypoint/opd.py",
-           "src/litrepro/waypoint/teacher.py", "src/litrepro/waypoint/effect_study.py", "src/litrepro/stats.py",
-           "studies/waypoint_effect_study.py")
+#: Files whose content determines the study's numbers.  ``config.py`` and ``corpus.py`` are
+#: represented by what matters in them (the config's defaults; the Corpus class and ``load``),
+#: so that edits of their bounds or of the download code do not mark the study stale.
+SOURCES = ("src/litrepro/waypoint/diagnostics.py", "src/litrepro/waypoint/experiment.py",
+           "src/litrepro/waypoint/model.py", "src/litrepro/waypoint/opd.py", "src/litrepro/waypoint/teacher.py",
+           "src/litrepro/waypoint/effect_study.py", "src/litrepro/stats.py", "studies/waypoint_effect_study.py")
+#: Teacher pretraining: the calibrated learning rate, and the earlier 0.05, whose teacher the RL moves far more.
+TEACHERS = {"calibrated": 0.01, "strong": 0.05}
 STARTS = ("independent", "waypoint0")
 RL_ROLLOUTS = (8, 64)
 METRICS = ("validation_nll", "expected_parity_rate")
 COMPARISONS = (("waypoint", "final_only"), ("waypoint", "shuffled"), ("waypoint", "matched_compute"),
                ("waypoint", "none"), ("final_only", "none"), ("matched_compute", "none"))
+CONDITION_KEYS = ("teacher", "student_start", "teacher_rl_rollouts")
 
 
 def source_hashes() -> dict[str, str]:
-    return {name: hashlib.sha256((ROOT / name).read_bytes()).hexdigest() for name in SOURCES}
+    """sha256 of each file in :data:`SOURCES`, of the config's defaults and of the corpus loading code."""
+    import dataclasses
+    import inspect
+
+    from litrepro.waypoint import corpus
+    from litrepro.waypoint.config import WaypointConfig
+
+    out = {name: hashlib.sha256((ROOT / name).read_bytes()).hexdigest() for name in SOURCES}
+    defaults = json.dumps(dataclasses.asdict(WaypointConfig()), sort_keys=True)
+    out["WaypointConfig defaults"] = hashlib.sha256(defaults.encode()).hexdigest()
+    code = inspect.getsource(corpus.Corpus) + inspect.getsource(corpus.load)
+    out["corpus.Corpus + corpus.load"] = hashlib.sha256(code.encode()).hexdigest()
+    return out
 
 
 def run_seed(seed: int, *, steps: int, eval_prompts: int, corpus, device) -> list[dict[str, Any]]:
-    """One seed: every (RL rollouts, start) condition, every arm; one row per condition."""
+    """One seed: every (teacher, RL rollouts, start) condition, every arm; one row per condition."""
     import torch
 
     from litrepro.waypoint import experiment as wp
     from litrepro.waypoint.config import WaypointConfig
 
     rows = []
-    for rollouts in RL_ROLLOUTS:
-        cfg = WaypointConfig(seed=seed, teacher_rl_rollouts=rollouts, comparison_steps=steps,
-                             comparison_eval_prompts=eval_prompts)
-        generator = torch.Generator().manual_seed(seed)
-        teacher, _ = wp.pretrained_policy(cfg, corpus, generator, device, steps=cfg.teacher_steps, stage="teacher_pretrain")
-        rl = wp.teacher_rl(cfg, teacher, corpus, generator, device)
-        for start in STARTS:
-            student = wp.initial_student(cfg, rl, corpus, device, seed, start=start)
-            out = wp.compare_arms(cfg, student, rl["waypoints"], corpus, device, seed)
-            gates = out["waypoint"]["mean_gate"]
-            rows.append({"seed": seed, "teacher_rl_rollouts": rollouts, "student_start": start,
-                         "mean_gate": sum(gates) / len(gates),
-                         "teacher_final_expected_parity_rate": out["teacher_final"]["expected_parity_rate"],
-                         **{f"{arm}.{m}": out[arm][m] for arm in wp.ARMS for m in METRICS}})
+    for teacher_name, lr in TEACHERS.items():
+        for rollouts in RL_ROLLOUTS:
+            cfg = WaypointConfig(seed=seed, pretrain_lr=lr, teacher_rl_rollouts=rollouts, comparison_steps=steps,
+                                 comparison_eval_prompts=eval_prompts)
+            generator = torch.Generator().manual_seed(seed)
+            teacher, _ = wp.pretrained_policy(cfg, corpus, generator, device, steps=cfg.teacher_steps,
+                                              stage="teacher_pretrain")
+            rl = wp.teacher_rl(cfg, teacher, corpus, generator, device)
+            for start in STARTS:
+                student = wp.initial_student(cfg, rl, corpus, device, seed, start=start)
+                out = wp.compare_arms(cfg, student, rl["waypoints"], corpus, device, seed)
+                gates = out["waypoint"]["mean_gate"]
+                rows.append({"seed": seed, "teacher": teacher_name, "teacher_rl_rollouts": rollouts,
+                             "student_start": start, "mean_gate": sum(gates) / len(gates),
+                             "teacher_final_expected_parity_rate": out["teacher_final"]["expected_parity_rate"],
+                             **{f"{arm}.{m}": out[arm][m] for arm in wp.ARMS for m in METRICS}})
     return rows
+
+
+def conditions() -> list[tuple[str, str, int]]:
+    return [(t, s, k) for t in TEACHERS for k in RL_ROLLOUTS for s in STARTS]
 
 
 def summarise(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -67,15 +89,25 @@ def summarise(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     from litrepro.stats import paired_ci
 
     out = []
-    for rollouts in RL_ROLLOUTS:
-        for start in STARTS:
-            cond = sorted((r for r in rows if r["teacher_rl_rollouts"] == rollouts and r["student_start"] == start),
-                          key=lambda r: r["seed"])
-            for a, b in COMPARISONS:
-                for metric in METRICS:
-                    ci = paired_ci([r[f"{a}.{metric}"] for r in cond], [r[f"{b}.{metric}"] for r in cond])
-                    out.append({"comparison": f"{a} - {b}", "metric": metric, "student_start": start,
-                                "teacher_rl_rollouts": rollouts, **ci})
+    for teacher, start, rollouts in conditions():
+        cond = sorted((r for r in rows if (r["teacher"], r["student_start"], r["teacher_rl_rollouts"])
+                       == (teacher, start, rollouts)), key=lambda r: r["seed"])
+        for a, b in COMPARISONS:
+            for metric in METRICS:
+                ci = paired_ci([r[f"{a}.{metric}"] for r in cond], [r[f"{b}.{metric}"] for r in cond])
+                out.append({"comparison": f"{a} - {b}", "metric": metric, "teacher": teacher,
+                            "student_start": start, "teacher_rl_rollouts": rollouts, **ci})
+    return out
+
+
+def condition_means(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per condition: mean gate, the final teacher's and each arm's mean P(even first byte) and NLL."""
+    out = []
+    for teacher, start, rollouts in conditions():
+        cond = [r for r in rows if (r["teacher"], r["student_start"], r["teacher_rl_rollouts"]) == (teacher, start, rollouts)]
+        keys = [k for k in cond[0] if k not in ("seed", *CONDITION_KEYS)]
+        out.append({"teacher": teacher, "student_start": start, "teacher_rl_rollouts": rollouts, "n": len(cond),
+                    **{k: sum(r[k] for r in cond) / len(cond) for k in keys}})
     return out
 
 
@@ -92,33 +124,47 @@ def table(data: Mapping[str, Any]):
     def num(x: float) -> str:
         return f"{x:+.2e}"
 
-    return pd.DataFrame([{"start": r["student_start"], "RL rollouts": r["teacher_rl_rollouts"],
+    return pd.DataFrame([{"teacher": r["teacher"], "start": r["student_start"], "RL rollouts": r["teacher_rl_rollouts"],
                           "comparison": r["comparison"], "metric": r["metric"], "n": r["n"],
                           "mean difference": num(r["mean_difference"]),
                           "95% CI": f"[{num(r['ci95_low'])}, {num(r['ci95_high'])}]", "verdict": verdict(r)}
-                         for r in data["differences"]]).set_index(["start", "RL rollouts", "comparison", "metric"])
+                         for r in data["differences"]]).set_index(["teacher", "start", "RL rollouts", "comparison", "metric"])
+
+
+def means_table(data: Mapping[str, Any]):
+    """Per condition: mean gate, and P(even first byte) of the final teacher and of each arm (4 digits)."""
+    import pandas as pd
+
+    from litrepro.waypoint.experiment import ARMS
+
+    return pd.DataFrame([{"teacher": r["teacher"], "start": r["student_start"], "RL rollouts": r["teacher_rl_rollouts"],
+                          "mean gate": f"{r['mean_gate']:.3f}",
+                          "teacher P(even)": f"{r['teacher_final_expected_parity_rate']:.4f}",
+                          **{f"{arm} P(even)": f"{r[f'{arm}.expected_parity_rate']:.4f}" for arm in ARMS}}
+                         for r in data["condition_means"]]).set_index(["teacher", "start", "RL rollouts"])
 
 
 def plot(data: Mapping[str, Any]):
-    """One panel per metric: each comparison's mean difference and 95% CI, per condition."""
+    """One panel per (teacher, metric): each comparison's mean difference and 95% CI, per condition."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(10, 6.5))
-    axes = fig.subplots(1, len(METRICS))
+    fig = Figure(figsize=(11, 11))
+    axes = fig.subplots(len(TEACHERS), len(METRICS), squeeze=False)
     conds = [(s, k) for k in RL_ROLLOUTS for s in STARTS]
-    for ax, metric in zip(axes, METRICS):
-        rows = [r for r in data["differences"] if r["metric"] == metric]
-        labels = []
-        for i, r in enumerate(rows):
-            c = conds.index((r["student_start"], r["teacher_rl_rollouts"]))
-            ax.errorbar(r["mean_difference"], i, xerr=[[r["mean_difference"] - r["ci95_low"]],
-                                                       [r["ci95_high"] - r["mean_difference"]]],
-                        fmt="o", color=f"C{c}", ms=3, capsize=2)
-            labels.append(f"{r['comparison']} | {r['student_start']}, {r['teacher_rl_rollouts']} rollouts")
-        ax.axvline(0, color="k", lw=0.6)
-        ax.set_yticks(range(len(labels)), labels, fontsize=6)
-        ax.set(xlabel=f"paired difference in {metric} (95% CI)", title=metric)
-        ax.set_xscale("symlog", linthresh=1e-4)
+    for row, teacher in zip(axes, TEACHERS):
+        for ax, metric in zip(row, METRICS):
+            rows = [r for r in data["differences"] if r["metric"] == metric and r["teacher"] == teacher]
+            labels = []
+            for i, r in enumerate(rows):
+                c = conds.index((r["student_start"], r["teacher_rl_rollouts"]))
+                ax.errorbar(r["mean_difference"], i, xerr=[[r["mean_difference"] - r["ci95_low"]],
+                                                           [r["ci95_high"] - r["mean_difference"]]],
+                            fmt="o", color=f"C{c}", ms=3, capsize=2)
+                labels.append(f"{r['comparison']} | {r['student_start']}, {r['teacher_rl_rollouts']} rollouts")
+            ax.axvline(0, color="k", lw=0.6)
+            ax.set_yticks(range(len(labels)), labels, fontsize=5.5)
+            ax.set_xscale("symlog", linthresh=1e-4)
+            ax.set(xlabel=f"paired difference (95% CI)", title=f"{teacher} teacher: {metric}")
     fig.suptitle(f"waypoint_opd effect study: n = {data['n_seeds']} seeds per condition", fontsize=9)
     fig.tight_layout()
     return fig
