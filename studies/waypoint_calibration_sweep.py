@@ -11,7 +11,6 @@ Each row takes about a second on one core.
 
 from __future__ import annotations
 
-import statistics
 import sys
 
 import torch

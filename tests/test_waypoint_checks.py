@@ -7,7 +7,6 @@ must turn false while the others stay true.
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
