@@ -252,3 +252,20 @@ def test_effect_study_is_current_and_complete():
     for r in rows:
         assert set(r) >= {"comparison", "metric", "n", "mean_difference", "ci95_low", "ci95_high"}
         assert r["n"] >= 12 and r["ci95_low"] <= r["mean_difference"] <= r["ci95_high"]
+
+
+def test_rendered_calibration_meets_its_goal():
+    """summary.json's calibration: every recorded figure has a row; baseline NLL within 3 recorded SDs;
+    every figure beyond 3 SDs carries an explanation (the notebook's Section 9 tests it)."""
+    from litrepro.paths import ROOT
+
+    summary = json.loads((ROOT / "rendered" / "waypoint_opd" / "summary.json").read_text())
+    rows = {r["figure"]: r for r in summary["calibration"]}
+    assert set(rows) >= {f"metrics.{m}" for m in summary["metrics"]}
+    assert {f"opd_history.{f}" for f in calibration.HISTORY_FIELDS} <= set(rows)
+    assert {f"teacher_rl_history.{f}" for f in calibration.RL_FIELDS} <= set(rows)
+    for r in rows.values():
+        assert set(r) >= {"figure", "recorded_mean", "recorded_std", "run_mean", "run_std", "z", "explanation"}
+    assert abs(rows["metrics.baseline_validation_nll"]["z"]) <= 3
+    unexplained = sorted(f for f, r in rows.items() if (r["z"] is None or abs(r["z"]) > 3) and not r["explanation"])
+    assert not unexplained, f"figures beyond 3 recorded SDs without an explanation: {unexplained}"
