@@ -94,3 +94,83 @@ def test_fault_is_caught(fault, monkeypatch):
         assert results["checks"][name] is False, f"{fault}: {name} stayed true"
     else:
         assert results["metrics"][name] > 1e-9, f"{fault}: {name} stayed {results['metrics'][name]}"
+
+
+def _served_full_softmax(original):
+    def probs(name, actor, state, cfg):
+        if name == "learned":
+            with torch.no_grad():
+                return torch.softmax(actor(state), -1)                  # the fault: no top-k truncation when served
+        return original(name, actor, state, cfg)
+    return probs
+
+
+def _propensity_one(original):
+    def make(epsilon):
+        policy = original(epsilon)
+
+        def logged(state, generator):
+            action, prob = policy(state, generator)
+            return action, torch.ones_like(prob)                        # the fault: propensity logged as 1
+        return logged
+    return make
+
+
+def test_served_policy_without_top_k_is_caught(monkeypatch):
+    monkeypatch.setattr(ex, "_target_probs", _served_full_softmax(ex._target_probs))
+    assert ex.run(SMALL, sweep=False)["checks"]["exact_top_k_support"] is False
+
+
+def test_wrong_logged_propensities_are_caught(monkeypatch):
+    monkeypatch.setattr(ex, "behaviour_policy", _propensity_one(ex.behaviour_policy))
+    results = ex.run(SMALL, sweep=False)
+    assert results["checks"]["ordinary_IPS_not_self_normalized"] is False
+    assert results["beyond_seed_metrics"]["propensity_error"] > 0.5
+
+
+@pytest.fixture(scope="module")
+def logged():
+    g = torch.Generator().manual_seed(3)
+    world = ex.build_world(SMALL, g, torch.device("cpu"))
+    return world, ex.collect_logged_data(world, g)["logs"]
+
+
+def test_controller_replay_is_exact_on_the_real_simulator(logged):
+    world, logs = logged
+    assert ex.controller_replay_error(world, logs) < 1e-9 and ex.bounded_actions_applied(world, logs)
+
+
+@pytest.mark.parametrize("fault", ["action ignored (fixed gains)", "Ki read from the Kp grid", "D term not added",
+                                   "phi not clipped"])
+def test_a_simulator_that_misapplies_the_action_is_caught(logged, fault):
+    """Faulty simulators, as the logs they would write: the replay of gains and phi disagrees."""
+    import dataclasses
+
+    world, logs = logged
+    log = logs[0]
+    s = world.settings
+    if fault == "action ignored (fixed gains)":
+        bad = dataclasses.replace(log, kp=torch.full_like(log.kp, float(s.kp[4])), ki=torch.full_like(log.ki, float(s.ki[4])))
+    elif fault == "Ki read from the Kp grid":
+        bad = dataclasses.replace(log, ki=log.kp.clone())
+    elif fault == "D term not added":
+        bad = dataclasses.replace(log, phi=(log.phi - log.d_term).clamp(-s.phi_max, s.phi_max))
+    else:
+        unclipped = log.phi.clone()
+        unclipped[log.phi.abs() >= s.phi_max] *= 1.5
+        assert (log.phi.abs() >= s.phi_max).any(), "no step hits the clip: the fault would be invisible"
+        bad = dataclasses.replace(log, phi=unclipped)
+    assert not ex.bounded_actions_applied(world, [bad, *logs[1:]])
+
+
+def test_served_actor_trained_without_fusion_is_caught(monkeypatch):
+    """The fused check compares with a value-only control from the same generator state, so an actor
+    served with lambda = 0 is that control exactly: its fused-score gain is 0, not > 0."""
+    original = ex.fit_actor
+
+    def value_only(world, critic, data, generator, lam=None):
+        return original(world, critic, data, generator, lam=0.0)           # the fault: fusion weight ignored
+    monkeypatch.setattr(ex, "fit_actor", value_only)
+    results = ex.run(SMALL, sweep=False)
+    assert results["beyond_seed_metrics"]["fused_score_gain"] == 0.0
+    assert results["checks"]["fusion_changes_preference"] is False

@@ -66,9 +66,37 @@ def actions_table(world: World) -> list[dict]:
 
 
 def nine_bounded_actions(world: World) -> bool:
+    """The configured grid: nine distinct (Kp, Ki) pairs inside the bounds."""
     c = world.cfg
     return actions_are_bounded(world.settings.kp, world.settings.ki, kp_bounds=(c.kp_min, c.kp_max),
                                ki_bounds=(c.ki_min, c.ki_max))
+
+
+def controller_replay_error(world: World, logs: list[DayLog]) -> float:
+    """max |logged - replayed| over the gains and the PID output the simulator applied.
+
+    From each logged day: the gains in force at step t must be the grid's gains of the
+    action taken in t's segment, and phi_t = clip(Kp e_t + Ki I_t + D_t, +-phi_max) with
+    I and D recomputed by :func:`pid_terms` from the logged errors.  A simulator that
+    ignores the action, reads Ki from the Kp grid, drops the D term or skips the clip
+    replays with an error.
+    """
+    s, cfg = world.settings, world.cfg
+    seg_len = cfg.steps_per_day // cfg.segments_per_day
+    worst = 0.0
+    for log in logs:
+        action = log.actions.repeat_interleave(seg_len, dim=0)                          # (T, C)
+        kp, ki = s.kp.to(action.device)[action], s.ki.to(action.device)[action]          # (T, C)
+        p, i, d = pid_terms(log.errors.T, kp.T, ki.T, s.kd, 1.0 / cfg.steps_per_day)     # (C, T) each
+        phi = (p + i + d).clamp(-s.phi_max, s.phi_max).T                                 # (T, C)
+        for logged, replayed in ((log.kp, kp), (log.ki, ki), (log.phi, phi)):
+            worst = max(worst, float((logged - replayed).abs().max()))
+    return worst
+
+
+def bounded_actions_applied(world: World, logs: list[DayLog]) -> bool:
+    """``nine_bounded_PID_actions``: the grid is bounded, and the simulator applied exactly those gains."""
+    return nine_bounded_actions(world) and controller_replay_error(world, logs) < 1e-9
 
 
 def constant_policy(action: int) -> Policy:
@@ -236,11 +264,18 @@ def reward_regression_update(report: dict, train: Transitions) -> bool:
 
 def fit_actor(world: World, critic: TwoHeadCritic, data: dict, generator: torch.Generator,
               lam: float | None = None) -> tuple[Actor, dict]:
-    """Train the actor on S = Q^v - lam Q^c (``lam`` defaults to ``lambda_cpc``)."""
+    """Train the actor on S = Q^v - lam Q^c (``lam`` defaults to ``lambda_cpc``).
+
+    Everything random (initial weights, minibatches) comes from ``generator``, so two
+    calls from the same generator state differ only through ``lam``.
+    """
     cfg = world.cfg
     lam = cfg.lambda_cpc if lam is None else lam
     start = generator.get_state()
-    actor = Actor(len(FEATURES), cfg.hidden).to(world.device)
+    init_seed = int(torch.randint(2**62, (1,), generator=generator))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(init_seed)                     # initial weights from ``generator``, not the global stream
+        actor = Actor(len(FEATURES), cfg.hidden).to(world.device)
     report = train_actor(actor, critic, data["train"].state, steps=cfg.actor_steps, lr=cfg.actor_lr,
                          lam=lam, batch_size=cfg.actor_batch_size, generator=generator)
     with torch.no_grad():
@@ -371,6 +406,14 @@ def evaluate_policies(world: World, actor: Actor, data: dict, days: list, genera
         if name == "learned":
             reference = ips_reference(heldout.reward.tolist(), pi.tolist(), heldout.propensity.tolist())
             out["ips_reference_error"] = abs(out[name]["ips"] - reference)
+            with torch.no_grad():                      # the policy IPS actually re-weights with, checked as served
+                logits = actor(heldout.state)
+            served = _target_probs(name, actor, heldout.state, cfg)                            # (N, 9)
+            out["served_top_k_exact"] = support_is_exact_top_k(served, logits, cfg.top_k)
+            out["served_row_mass_error"] = row_mass_error(served)
+    # Logged propensities must be the behaviour policy's mu(a|s), recomputed from its formula.
+    mu = _target_probs("behaviour", actor, heldout.state, cfg).gather(1, heldout.action[:, None]).squeeze(1)
+    out["propensity_error"] = float((heldout.propensity - mu).abs().max())
     return out
 
 
@@ -411,7 +454,7 @@ def collect_results(world: World, *, critic_report: dict, actor_report: dict, da
         "actor_gradient_norm": actor_report["gradient_norms"][0],
         "max_min_backup_error": backup["max_min_backup_error"],
         "wrong_cpc_max_backup_gap": backup["wrong_cpc_max_backup_gap"],
-        "policy_row_mass_error": actor_report["policy_row_mass_error"],
+        "policy_row_mass_error": max(actor_report["policy_row_mass_error"], evaluation["served_row_mass_error"]),
         "derivative_gain_error": derivative_error,
         "ips_reference_error": evaluation["ips_reference_error"],
         "pretrained_model_calls": guard.pretrained_model_calls,
@@ -421,9 +464,10 @@ def collect_results(world: World, *, critic_report: dict, actor_report: dict, da
         "CPC_reduction_retains_negative_sign": cpc_sign_retained(world, data),
         "opposite_backup_directions": backup["opposite_backup_directions"],
         "fusion_changes_preference": fusion_changes_preference(world, fusion),
-        "exact_top_k_support": actor_report["exact_top_k_support"],
-        "nine_bounded_PID_actions": nine_bounded_actions(world),
-        "ordinary_IPS_not_self_normalized": fixtures.ips_fixture()["ordinary_IPS_not_self_normalized"],
+        "exact_top_k_support": actor_report["exact_top_k_support"] and evaluation["served_top_k_exact"],
+        "nine_bounded_PID_actions": bounded_actions_applied(world, data["logs"]),
+        "ordinary_IPS_not_self_normalized": fixtures.ips_fixture()["ordinary_IPS_not_self_normalized"]
+        and evaluation["ips_reference_error"] < 1e-9 and evaluation["propensity_error"] < 1e-12,
         "no_live_bidder_or_model_calls": guard.clean,
     }
     beyond = {f"{name}_{key}": evaluation[name][key] for name in POLICIES
@@ -436,6 +480,8 @@ def collect_results(world: World, *, critic_report: dict, actor_report: dict, da
                   actor_fused_argmax_agreement=fusion["actor_fused_argmax_agreement"],
                   fused_score_gain=fusion["fused_score_gain"],
                   negligible_last_action_fraction=actor_report["negligible_last_action_fraction"],
+                  controller_replay_error=controller_replay_error(world, data["logs"]),
+                  propensity_error=evaluation["propensity_error"],
                   network_calls=guard.network_calls)
     return {"method": "pinterest_rlbp", "seed": cfg.seed, "metrics": metrics, "checks": checks,
             "beyond_seed_metrics": beyond, "lambda_sweep": sweep,

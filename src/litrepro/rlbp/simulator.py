@@ -103,7 +103,7 @@ MARGIN = torch.tensor([[0.55, 0.85], [1.30, 1.80], [1.30, 1.80]], dtype=F64)  # 
 
 def make_campaigns(n: int, steps: int, opportunities: int, generator: torch.Generator,
                    device: torch.device) -> Campaigns:
-    """Draw ``n`` campaigns of three kinds (``KINDS``), a third of each in expectation.
+    """Draw ``n`` campaigns of three kinds (``KINDS``) with shares ``KIND_SHARES`` (1/2, 1/4, 1/4).
 
     With expected live opportunities L_c and price scale s_c, a campaign that
     won every live auction would spend about 1.13 L_c s_c; the budget is a share
@@ -111,10 +111,10 @@ def make_campaigns(n: int, steps: int, opportunities: int, generator: torch.Gene
     CPC / tau ~ E[p | p < bid] / (m_c s_c), which reaches 1 only when pacing
     pushes the bid well above the typical price and m_c is small:
 
-        kind                beta_c          m_c
-        cpc_constrained     U(0.55, 0.95)   U(0.70, 0.95)   big budget, tight target
+        kind                beta_c          m_c             (``BETA``, ``MARGIN``)
+        cpc_constrained     U(0.70, 1.00)   U(0.55, 0.85)   big budget, tight target
         budget_constrained  U(0.10, 0.25)   U(1.30, 1.80)   small budget, loose target
-        unconstrained       U(0.25, 0.45)   U(1.30, 1.80)   the old defaults, loose target
+        unconstrained       U(0.25, 0.45)   U(1.30, 1.80)   moderate budget, loose target
     """
     def u(lo, hi):
         return lo + (hi - lo) * torch.rand(n, generator=generator, dtype=F64)
