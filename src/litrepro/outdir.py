@@ -17,7 +17,8 @@ run on a parent folder never touches a nested run's scratch.  Atomic-write
 temporary files (:mod:`litrepro.atomic`) are removed by the writer itself.
 
 ``--out`` must be new, empty, or a litrepro output folder (it has
-``.litrepro/OWNER``, or holds only names litrepro writes); anything else is
+``.litrepro/OWNER``, holds only names litrepro writes, or is the project's
+``rendered/``); anything else is
 refused before anything is written, so ``--out .`` or ``--out ~`` cannot mix
 results into a user's files.
 """
@@ -59,6 +60,10 @@ def inspect(out: Path) -> None:
     if not out.is_dir():
         raise UsageError(f"--out {out}: exists and is not a folder")
     if (out / STATE / MARKER).is_file():
+        return
+    from litrepro.paths import RENDERED
+
+    if out.resolve() == RENDERED.resolve():   # the project's own output folder, whatever else it holds
         return
     try:
         names = sorted(p.name for p in out.iterdir())

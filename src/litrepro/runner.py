@@ -156,7 +156,7 @@ class LocalWorkers:
                 if line.startswith(OUTCOME):
                     return json.loads(line[len(OUTCOME):])
         except (BrokenPipeError, OSError, ValueError):
-            pass
+            proc.kill()                     # a garbled reply: this worker is not trusted with another job
         code = proc.wait()
         self._local.proc = None
         reason = f"worker killed by signal {-code}" if code < 0 else f"worker exited with status {code}"
