@@ -168,3 +168,30 @@ def test_split_stream_outputs_are_merged_when_stored():
     clean = worker.clean_notebook(nb, input_path="in.ipynb", output_path="out.ipynb")
     assert [(o.name, o.text) for o in clean.cells[0].outputs] == [
         ("stdout", "held-out: 1\nnext\n"), ("stderr", "w\n"), ("stdout", "last\n")]
+
+
+def test_a_kernel_is_replaced_after_n_notebooks_and_after_a_failure(tmp_path):
+    ok = _notebook(tmp_path / "ok.ipynb", "x = 1")
+    bad = _notebook(tmp_path / "bad.ipynb", "raise ValueError('boom')")
+    slot = KernelSlot(reuse=2, scratch=tmp_path / "s", cwd=NOTEBOOKS, preload=False)
+    try:
+        pids = []
+        for _ in range(3):
+            _execute(slot, ok, tmp_path / "o.ipynb", tmp_path)
+            pids.append(slot.started)
+        assert pids == [1, 1, 2]                           # the third notebook got a new kernel
+        with pytest.raises(pm.PapermillExecutionError):
+            _execute(slot, bad, tmp_path / "o.ipynb", tmp_path)
+        assert slot.km is None                             # a failed job ends its kernel
+        _execute(slot, ok, tmp_path / "o.ipynb", tmp_path)
+        assert slot.started == 3
+    finally:
+        slot.kill()
+
+
+def test_fresh_kernels_and_kernel_reuse_contradict(tmp_path):
+    from conftest import run_cli
+
+    proc = run_cli("run", "--methods", "pinterest_rlbp", "--seeds", "5", "--out", str(tmp_path / "o"),
+                   "--fresh-kernels", "--kernel-reuse", "5")
+    assert proc.returncode == 2 and "contradict" in proc.stderr and not (tmp_path / "o").exists()
