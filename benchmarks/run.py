@@ -7,8 +7,8 @@ Prints the medians and the ratios the project tracks for the reproduction
 sequential papermill calls (goal >= 4); (a)/(d), warm runs over the floor of
 the notebooks' own cell times (goal <= 1.5); (c)/(a), fresh-kernel runs over
 warm ones (goal >= 2); then the per-notebook
-time split, the simulator's speed-up over a per-campaign loop and the
-batched-waypoint speed-up.
+time split, the simulator against the copy-bandwidth bound (10^3 to 10^6
+campaigns) and the batched-waypoint speed-up.
 """
 
 from __future__ import annotations
@@ -63,11 +63,12 @@ def main() -> None:
     print("\n== one notebook: where the time goes (median seconds) ==")
     for method, row in result["notebook_split"].items():
         print(f"  {method:16} " + ", ".join(f"{k} {v}" for k, v in row.items()))
-    print("\n== simulator: campaign-steps per second ==")
-    for row in result["scaling"]["simulator"]:
-        extra = f", loop {row['loop_campaign_steps_per_s']:.3g}/s, speed-up {row['speedup_vs_loop']:.0f}x" \
-            if "speedup_vs_loop" in row else ""
-        print(f"  {row['campaigns']:>7} campaigns: {row['vectorised_campaign_steps_per_s']:.3g}/s{extra}")
+    sim = result["scaling"]["simulator"]
+    print(f"\n== simulator: campaign-steps per second (copy bandwidth {sim['copy_bandwidth_bytes_per_s'] / 1e9:.1f} GB/s) ==")
+    for row in sim["rows"]:
+        print(f"  {row['campaigns']:>8} campaigns: {row['campaign_steps_per_s']:.3g}/s, {row['ns_per_campaign_step']:.0f} ns "
+              f"each, {100 * row['fraction_of_bandwidth']:.1f} % of the bandwidth bound")
+    print(f"  cost per campaign-step, max / min over sizes: {sim['cost_spread_max_over_min']:.2f}")
     print("\n== waypoint OPD: rollout-and-score tokens per second ==")
     for row in result["scaling"]["waypoint"]:
         print(f"  {row['rollouts']:>5} rollouts: batched {row['tokens_per_s_batched']:.3g}/s, three passes "
