@@ -124,7 +124,7 @@ def _tmp_litter() -> set[str]:
     from pathlib import Path
 
     root = Path(tempfile.gettempdir())
-    return {p.name for pattern in ("litrepro-dask-*", "litrepro-ipc-*", "litrepro-summary-*") for p in root.glob(pattern)}
+    return {p.name for pattern in ("litrepro-dask-*", "litrepro-ipc-*") for p in root.glob(pattern)}
 
 
 def test_dask_worker_lost_mid_job_is_rescheduled_and_leaves_no_scratch(tmp_path):
@@ -179,6 +179,7 @@ def test_sigkilled_runner_leaves_no_worker_or_kernel_alive(tmp_path):
         time.sleep(0.05)                                      # both notebooks are executing in their kernels
     family = _descendants(proc.pid)
     assert len(family) >= 4, family                           # two workers, two kernels
+    litter = _tmp_litter()
     proc.kill()                                               # the runner alone: not its process group
     proc.wait()
     deadline = time.time() + 15
@@ -187,6 +188,7 @@ def test_sigkilled_runner_leaves_no_worker_or_kernel_alive(tmp_path):
     assert not [p for p in family if _alive(p)]
     time.sleep(1.0)
     assert not list((out / "pinterest_rlbp").rglob("seed-*.json"))   # nobody kept writing after the runner died
+    assert _tmp_litter() <= litter                            # the kernels' sockets were in the scratch
 
 
 def test_kernel_killed_mid_notebook_is_lost_kept_and_retried(done_seed, tmp_path):

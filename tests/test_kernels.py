@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
+from pathlib import Path
 
 import nbformat
 import papermill as pm
@@ -155,6 +158,22 @@ def test_kernels_use_ipc_transport(tmp_path):
     finally:
         slot.kill()
     assert not list((tmp_path / "s").glob("k*/k-*"))          # its sockets are removed with it
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract Unix sockets are Linux-only")
+def test_a_scratch_too_deep_for_socket_paths_uses_abstract_sockets_and_leaves_no_file(tmp_path):
+    import tempfile
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    before = set(os.listdir(tempfile.gettempdir()))
+    slot = KernelSlot(reuse=1, scratch=deep, cwd=NOTEBOOKS)
+    try:
+        km = slot.acquire(tmp_path / "r.json")
+        assert km.ip.startswith("@litrepro-") and km.is_alive()
+        assert Path(km.connection_file).parent.parent == deep     # the connection file is in the scratch too
+    finally:
+        slot.kill()
+    assert set(os.listdir(tempfile.gettempdir())) <= before and not list(deep.iterdir())
 
 
 def test_split_stream_outputs_are_merged_when_stored():

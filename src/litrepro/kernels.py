@@ -107,20 +107,22 @@ class KernelSlot:
         self._lock = threading.Lock()
 
     # -- lifecycle
-    def _ipc_base(self) -> tuple[str, str | None]:
-        """(``ip`` for the connection, a private folder to remove at shutdown).
+    def _ipc_base(self, folder: Path) -> tuple[str, str | None]:
+        """(``ip`` for the IPC connection, an extra folder to remove at shutdown or None).
 
-        The sockets are ``<folder>/k-<n>``.  A Unix socket path has at most 107
-        bytes on Linux; when the scratch folder is too deep, the sockets go to a
-        short ``litrepro-ipc-*`` folder in the system temp folder instead, which is
-        listed in ``<scratch>/ipc-fallback`` so that :mod:`litrepro.outdir` can
-        remove it with a killed run's scratch.
+        The sockets are ``<folder>/k-<n>``, inside the run's scratch.  A Unix
+        socket path has at most 107 bytes on Linux; when the scratch folder is
+        too deep, Linux gets abstract sockets (``@litrepro-<hex>-<n>``: no file,
+        gone with the kernel) and other systems a short ``litrepro-ipc-*`` folder
+        in the temp folder, listed in ``<scratch>/ipc-fallback`` so that
+        :mod:`litrepro.outdir` removes it with a killed run's scratch.
         """
-        self.scratch.mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(dir=self.scratch, prefix="k"))
+        import uuid
+
         if len(str(folder / "k-00000")) <= _MAX_IPC_PATH:
-            return str(folder / "k"), str(folder)
-        folder.rmdir()
+            return str(folder / "k"), None
+        if sys.platform.startswith("linux"):
+            return f"@litrepro-{uuid.uuid4().hex}", None
         short = Path(tempfile.mkdtemp(prefix=IPC_FALLBACK_PREFIX))
         with open(self.scratch / IPC_FALLBACK_LIST, "a") as listing:
             listing.write(f"{short}\n")
@@ -132,11 +134,17 @@ class KernelSlot:
         # nbclient talks to the kernel through ``km.client()``: an asynchronous client, so that its
         # dead-kernel poll runs while it waits for output (a blocking client stalls its event loop,
         # and a kernel killed mid-cell would hang the job instead of failing it).
-        kwargs: dict[str, Any] = {"kernel_name": self.kernel_name,
+        # The connection file (it holds the key) and the sockets live in the run's scratch folder,
+        # which the runner removes, even after a SIGKILL; not in /tmp or Jupyter's runtime folder.
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(dir=self.scratch, prefix="k"))
+        self._ipc_dirs = [str(folder)]
+        kwargs: dict[str, Any] = {"kernel_name": self.kernel_name, "connection_file": str(folder / "c.json"),
                                   "client_class": "jupyter_client.asynchronous.AsyncKernelClient"}
-        self._ipc_dir = None
         if ipc_supported():
-            ip, self._ipc_dir = self._ipc_base()
+            ip, extra = self._ipc_base(folder)
+            if extra:
+                self._ipc_dirs.append(extra)
             kwargs.update(transport="ipc", ip=ip)
         km = KernelManager(**kwargs)
         launch_env = dict(env if env is not None else os.environ)
@@ -156,9 +164,9 @@ class KernelSlot:
     def _remove_ipc_dir(self) -> None:
         import shutil
 
-        if getattr(self, "_ipc_dir", None):
-            shutil.rmtree(self._ipc_dir, ignore_errors=True)
-            self._ipc_dir = None
+        for folder in getattr(self, "_ipc_dirs", []):
+            shutil.rmtree(folder, ignore_errors=True)
+        self._ipc_dirs = []
 
     def kill(self) -> None:
         """Stop the kernel now (SIGKILL to its process group); safe to call twice or from another thread."""
