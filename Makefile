@@ -47,10 +47,12 @@ bench: install
 # waypoint_opd: paired per-seed differences of the arms over 16 seeds (a few minutes on one core)
 effect-study: corpus
 	$(BIN)/python studies/waypoint_effect_study.py --seeds 42-57
+	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
 
 # pinterest_rlbp: 20 seeds through the runner, then paired CIs and the lambda frontier (a few minutes)
 rlbp-study: install
 	$(BIN)/python studies/rlbp_policy_study.py --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
