@@ -48,10 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     ablation = study.load(args.out / "gamma0" / "pinterest_rlbp")
     rows = study.comparisons(results)
     front = study.frontier(results)
+    reference = study.reference_points(results)
     payload = {"n_seeds": len(results), "seeds": [r["seed"] for r in results], "comparisons": rows,
                "check_pass_rates": study.check_pass_rates(results),
                "per_seed": study.per_seed_figures(results),
-               "reference_points": study.reference_points(results),
+               "reference_points": reference,
                "ablation_gamma_0": {"comparisons": study.comparisons(ablation),
                                     "across_gamma": study.across_gamma(results, ablation),
                                     "per_seed": study.per_seed_figures(ablation)},
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     atomic.write_json(study.COMPARISON, payload)
     atomic.write_json(study.FRONTIER, front)
     plotting.save_png(study.comparison_plot(rows), study.FOLDER / "policy_comparison.png")
-    plotting.save_png(rlbp_plots.lambda_frontier(front, study.reference_points(results),
+    plotting.save_png(rlbp_plots.lambda_frontier(front, reference,
                                                  title=f"value vs CPC overshoot by lambda, {len(results)} seeds (bars: s.e.)"),
                       study.FOLDER / "lambda_frontier.png")
     for label, table in (("gamma as configured", rows), ("ablation: gamma = 0", payload["ablation_gamma_0"]["comparisons"]),
