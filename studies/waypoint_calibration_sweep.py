@@ -3,7 +3,8 @@
     python studies/waypoint_calibration_sweep.py
 
 For each setting of the knobs the seed file does not fix (pretraining learning
-rate, how the student starts, prompt length, and the RL noise as a probe), runs
+rate, prompt length, output bias, embedding scale, how the student starts, and
+the RL noise and a strong teacher as probes), runs
 seeds 42-44 through the notebook's sections 2-4 (no comparison) and prints the
 mean of each calibrated figure with its z against the recorded mean and std.
 Each row takes about a second on one core.
@@ -26,10 +27,15 @@ FIGURES = {"metrics.baseline_validation_nll": "baseline NLL", "teacher_rl_histor
            "teacher_rl_history.mean_rule_reward_at_last_update": "RL reward@8",
            "opd_history.gradient_norm": "OPD grad norm", "opd_history.mean_gate": "mean gate",
            "metrics.parameter_delta_l2": "param delta"}
-SETTINGS = [{"pretrain_lr": lr, "student_start": start} for lr in (0.05, 0.02, 0.01, 0.005)
-            for start in ("independent", "waypoint0")]
-SETTINGS += [{"pretrain_lr": 0.01, "student_start": "waypoint0", "prompt_len": p} for p in (1, 2, 4)]
-SETTINGS += [{"pretrain_lr": 0.01, "student_start": "waypoint0", "teacher_rl_rollouts": 8}]
+#: The previous calibration (8-byte prompts, trainable output bias, N(0, 1) embeddings), then one
+#: change at a time towards the defaults, the neighbours of the defaults, and two probes.
+PREVIOUS = {"pretrain_lr": 0.01, "prompt_len": 8, "output_bias": True, "embed_std": 1.0}
+NEW = {"prompt_len": 1, "output_bias": False, "embed_std": 0.5}
+SETTINGS = [PREVIOUS, {**PREVIOUS, "output_bias": False}, {**PREVIOUS, "prompt_len": 1},
+            {**PREVIOUS, "output_bias": False, "prompt_len": 1}, {**PREVIOUS, "prompt_len": 1, "embed_std": 0.5}]
+SETTINGS += [{**NEW, "embed_std": std, "pretrain_lr": lr} for std in (0.3, 0.5, 1.0) for lr in (0.01, 0.015, 0.02)]
+SETTINGS += [{**NEW, "pretrain_lr": 0.015, "student_start": "independent"},
+             {**NEW, "pretrain_lr": 0.015, "teacher_rl_rollouts": 8}, {**NEW, "pretrain_lr": 0.05}]
 
 
 def seed_result(seed: int, overrides: dict) -> dict:

@@ -104,11 +104,12 @@ def test_snapshot_one_step_late_fails_lineage(corpus_path):
     assert results["extra_checks"]["waypoint_lineage_replayed"] is False
 
 
-def test_moved_frozen_teacher_fails(corpus_path):
+@pytest.mark.parametrize("tensor", ["head_w", "head_b"])   # a parameter, and the fixed zero bias (a buffer)
+def test_moved_frozen_teacher_fails(corpus_path, tensor):
     def nudge(stage, s):
         if stage == "after_opd":
             with torch.no_grad():
-                s["rl"]["waypoints"][-1].head_b[0] += 1e-9
+                getattr(s["rl"]["waypoints"][-1], tensor).view(-1)[0] += 1e-9
     results = pipeline(corpus_path, tamper=nudge)
     # The moved waypoint is no longer the policy of any replayed RL step, so the lineage fails too.
     assert _false_checks(results) == EXPECTED_FALSE | {"frozen_teacher_unchanged", "fixed_teacher_rl_8x64_and_0_4_8_lineage"}
@@ -221,7 +222,7 @@ def test_calibration_rows_z_by_hand():
     rows = {r["figure"]: r for r in calibration.calibration_rows(results, seed_file)}
     assert rows["metrics.m"]["z"] == pytest.approx(2.0)
     assert rows["metrics.zero"]["z"] == 0.0
-    assert rows["opd_history.mean_gate"]["z"] == pytest.approx(0.0) and rows["opd_history.mean_gate"]["explanation"]
+    assert rows["opd_history.mean_gate"]["z"] == pytest.approx(0.0) and rows["opd_history.loss"]["explanation"]
     assert rows["teacher_rl_history.gradient_norm"]["recorded_std"] == pytest.approx(0.2 ** 0.5 / 10 ** 0.5 * 1)
     assert calibration.calibration_rows(results, None) == []
 
@@ -255,7 +256,7 @@ def test_effect_study_is_current_and_complete():
 
 
 def test_rendered_calibration_meets_its_goal():
-    """summary.json's calibration: every recorded figure has a row; baseline NLL within 3 recorded SDs;
+    """summary.json's calibration: every recorded figure has a row; baseline NLL and mean gate within 3 recorded SDs;
     every figure beyond 3 SDs carries an explanation (the notebook's Section 9 tests it)."""
     from litrepro.paths import ROOT
 
@@ -267,5 +268,6 @@ def test_rendered_calibration_meets_its_goal():
     for r in rows.values():
         assert set(r) >= {"figure", "recorded_mean", "recorded_std", "run_mean", "run_std", "z", "explanation"}
     assert abs(rows["metrics.baseline_validation_nll"]["z"]) <= 3
+    assert abs(rows["opd_history.mean_gate"]["z"]) <= 3
     unexplained = sorted(f for f, r in rows.items() if (r["z"] is None or abs(r["z"]) > 3) and not r["explanation"])
     assert not unexplained, f"figures beyond 3 recorded SDs without an explanation: {unexplained}"

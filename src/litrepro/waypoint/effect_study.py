@@ -27,8 +27,8 @@ PLOT = PATH.with_suffix(".png")
 SOURCES = ("src/litrepro/waypoint/diagnostics.py", "src/litrepro/waypoint/experiment.py",
            "src/litrepro/waypoint/model.py", "src/litrepro/waypoint/opd.py", "src/litrepro/waypoint/teacher.py",
            "src/litrepro/waypoint/effect_study.py", "src/litrepro/stats.py", "studies/waypoint_effect_study.py")
-#: Teacher pretraining: the calibrated learning rate, and the earlier 0.05, whose teacher the RL moves far more.
-TEACHERS = {"calibrated": 0.01, "strong": 0.05}
+#: Teacher pretraining: the calibrated learning rate, and 0.05, whose teacher the RL moves far more.
+TEACHERS = {"calibrated": 0.015, "strong": 0.05}
 STARTS = ("independent", "waypoint0")
 RL_ROLLOUTS = (8, 64)
 METRICS = ("validation_nll", "expected_parity_rate")

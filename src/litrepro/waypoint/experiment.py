@@ -33,7 +33,7 @@ def load_corpus(cfg: WaypointConfig) -> corpus_mod.Corpus:
 def pretrained_policy(cfg: WaypointConfig, corpus: corpus_mod.Corpus, generator: torch.Generator,
                       device: torch.device, *, steps: int, stage: str) -> tuple[BytePolicy, list[float]]:
     """A fresh BytePolicy after ``steps`` next-byte NLL steps on train windows."""
-    policy = BytePolicy(cfg.width, generator).to(device)
+    policy = BytePolicy(cfg.width, generator, embed_std=cfg.embed_std, output_bias=cfg.output_bias).to(device)
     losses = pretrain(policy, lambda: corpus.train_windows(cfg.pretrain_batch, cfg.window, generator, stage).to(device),
                       steps=steps, lr=cfg.pretrain_lr)
     return policy, losses
@@ -233,13 +233,17 @@ def compare_arms(cfg: WaypointConfig, student_init: BytePolicy, waypoints: list[
 
 @torch.no_grad()
 def gate_legs(cfg: WaypointConfig, student: BytePolicy, waypoints: list[BytePolicy], corpus: corpus_mod.Corpus,
-              device: torch.device, seed: int, *, rollouts: int = 64) -> dict:
+              device: torch.device, seed: int, rl_actions: torch.Tensor, *, rollouts: int = 64) -> dict:
     """Why the mean gate is what it is: the two legs of the waypoint path on the student's tokens.
 
     For each valid token, leg 1 is d1 = l^m - l^0 and leg 2 is d2 = l^f - l^m, so
     g = |d1 + d2| / (|d1| + |d2|), and g = 1 exactly when the legs agree in sign.
     ``independent_legs_gate`` is the mean gate after multiplying d2 by random signs:
     what the gate would average if the legs moved independently of each other.
+
+    The tokens are also split by whether the RL *sampled* that byte as an action
+    in leg 1 (updates 1..4), leg 2 (5..8), both or neither (``rl["actions"]``):
+    the share of tokens and the mean gate of each class.
     """
     g = torch.Generator().manual_seed(seed + 29)
     prompts = corpus.train_windows(rollouts, cfg.prompt_len, g, "gate_legs").to(device)
@@ -249,12 +253,23 @@ def gate_legs(cfg: WaypointConfig, student: BytePolicy, waypoints: list[BytePoli
     signs = torch.randint(2, d2.shape, generator=g).to(d2) * 2 - 1                        # (n_valid,) +-1
     shuffled = torch.stack([lp[0], lp[0] + d1, lp[0] + d1 + signs * d2])
     advantage = lp[2] - student_logps(student, r)[r.valid]
+    gate = straightness_gate(lp)                                                         # (n_valid,)
+    mid = cfg.waypoint_steps[1]
+    acts = rl_actions.to(device)                                                         # (updates, rollouts)
+    y = r.generated[r.valid]                                                             # (n_valid,)
+    in1 = torch.isin(y, acts[:mid].reshape(-1))
+    in2 = torch.isin(y, acts[mid:cfg.waypoint_steps[2]].reshape(-1))
+    classes = {"both": in1 & in2, "one": in1 ^ in2, "neither": ~in1 & ~in2}
+    by_class = {}
+    for name, m in classes.items():
+        by_class[f"share_sampled_{name}"] = float(m.float().mean())
+        by_class[f"gate_sampled_{name}"] = float(gate[m].mean()) if bool(m.any()) else float("nan")
     return {"tokens": int(d1.numel()), "leg_correlation": float(torch.corrcoef(torch.stack([d1, d2]))[0, 1]),
             "sign_agreement": float(((d1 * d2) > 0).float().mean()),
-            "mean_gate": float(straightness_gate(lp).mean()),
+            "mean_gate": float(gate.mean()),
             "independent_legs_gate": float(straightness_gate(shuffled).mean()),
             "mean_abs_leg": float(torch.cat([d1, d2]).abs().mean()),
-            "mean_abs_advantage": float(advantage.abs().mean())}
+            "mean_abs_advantage": float(advantage.abs().mean()), **by_class}
 
 
 # --- Results in the seed file's vocabulary --------------------------------------------------

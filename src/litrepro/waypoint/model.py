@@ -6,6 +6,10 @@ come from the mean of the embeddings of tokens 0..t:
     h_t = (1 / (t + 1)) sum_{j<=t} E[x_j]          (B, T, D)
     z_t = W h_t + b                                 (B, T, V)
 
+E is drawn N(0, embed_std^2) and W N(0, 0.01 / D).  With ``output_bias=False``
+b is a constant zero buffer, not a parameter (the calibrated reproduction;
+``litrepro.waypoint.config`` says why).
+
 :func:`policy_logits` works on *stacked* parameters with a leading snapshot
 axis S, so the three waypoints are scored in one batched pass.
 
@@ -47,11 +51,16 @@ def policy_logits(embed: Tensor, head_w: Tensor, head_b: Tensor, tokens: Tensor,
 
 
 class BytePolicy(nn.Module):
-    def __init__(self, width: int, generator: torch.Generator, dtype: torch.dtype = DTYPE):
+    def __init__(self, width: int, generator: torch.Generator, dtype: torch.dtype = DTYPE, *,
+                 embed_std: float = 1.0, output_bias: bool = True):
         super().__init__()
-        self.embed = nn.Parameter(torch.randn(VOCAB, width, generator=generator, dtype=dtype))                       # (V, D)
+        self.embed = nn.Parameter(torch.randn(VOCAB, width, generator=generator, dtype=dtype) * embed_std)           # (V, D)
         self.head_w = nn.Parameter(torch.randn(VOCAB, width, generator=generator, dtype=dtype) / width ** 0.5 * 0.1)  # (V, D)
-        self.head_b = nn.Parameter(torch.zeros(VOCAB, dtype=dtype))                                                   # (V,)
+        bias = torch.zeros(VOCAB, dtype=dtype)                                                                        # (V,)
+        if output_bias:
+            self.head_b = nn.Parameter(bias)
+        else:
+            self.register_buffer("head_b", bias)                                                                      # fixed 0
 
     def forward(self, tokens: Tensor) -> Tensor:
         """(B, T) -> (B, T, V) logits."""
@@ -65,6 +74,11 @@ def stack(policies: list[BytePolicy]) -> tuple[Tensor, Tensor, Tensor]:
 
 def flat_parameters(policy: nn.Module) -> Tensor:
     return torch.cat([p.detach().reshape(-1) for p in policy.parameters()])
+
+
+def flat_state(policy: nn.Module) -> Tensor:
+    """Parameters *and* buffers (such as a fixed zero output bias): everything the policy computes with."""
+    return torch.cat([t.detach().reshape(-1) for t in policy.state_dict().values()])
 
 
 def next_byte_nll(policy: BytePolicy, tokens: Tensor) -> Tensor:

@@ -18,7 +18,7 @@ import copy
 
 import torch
 
-from litrepro.waypoint.model import EOS, BytePolicy, flat_parameters
+from litrepro.waypoint.model import EOS, BytePolicy, flat_state
 
 RUN_ID = "tiny-byte-parity-rl"
 
@@ -33,11 +33,16 @@ def freeze(policy: BytePolicy) -> BytePolicy:
 
 
 def reinforce_step(policy: BytePolicy, prompts: torch.Tensor, generator: torch.Generator,
-                   optimizer: torch.optim.Optimizer) -> dict:
-    """One REINFORCE update on the first action after each prompt (n, P)."""
+                   optimizer: torch.optim.Optimizer, sampled: list | None = None) -> dict:
+    """One REINFORCE update on the first action after each prompt (n, P).
+
+    ``sampled``, when given, gets the (n,) tensor of sampled actions appended.
+    """
     logits = policy(prompts)[:, -1]                                                   # (n, V)
     actions = torch.multinomial(torch.softmax(logits.detach(), -1).cpu(), 1, generator=generator).squeeze(1)
     actions = actions.to(prompts.device)                                              # (n,)
+    if sampled is not None:
+        sampled.append(actions)
     reward = parity_reward(actions)                                                   # (n,)
     advantage = (reward - reward.mean()).detach()                                     # centred, detached
     logp = torch.log_softmax(logits, -1).gather(1, actions[:, None]).squeeze(1)       # (n,)
@@ -55,15 +60,17 @@ def run_teacher_rl(teacher: BytePolicy, sample_prompts, generator: torch.Generat
     """Run the RL, freezing waypoints; returns snapshots, lineage and the seed-style audit.
 
     ``sample_prompts(n, generator)`` draws n prompts.  The generator's state at the
-    start and the pre-RL policy are kept, so :func:`replay_lineage` can redo the run.
+    start and the pre-RL policy are kept, so :func:`replay_lineage` can redo the run,
+    and so are the sampled actions (``actions``, one row per update).
     """
     start_state = generator.get_state()
     initial = freeze(teacher)
     optimizer = torch.optim.SGD(teacher.parameters(), lr=lr)
     snapshots = {0: freeze(teacher)} if 0 in waypoint_steps else {}
-    history = []
+    history, actions = [], []
     for step in range(1, updates + 1):
-        history.append({"step": step, **reinforce_step(teacher, sample_prompts(rollouts, generator), generator, optimizer)})
+        history.append({"step": step, **reinforce_step(teacher, sample_prompts(rollouts, generator), generator, optimizer,
+                                                       actions)})
         if step in waypoint_steps:
             snapshots[step] = freeze(teacher)
     waypoints = [snapshots[s] for s in waypoint_steps]
@@ -73,6 +80,7 @@ def run_teacher_rl(teacher: BytePolicy, sample_prompts, generator: torch.Generat
              "selection": "none; fixed checkpoints, no retries or reward/gate-based selection",
              "gradient_estimator": "REINFORCE on the causal first action; detached centered binary reward"}
     return {"waypoints": waypoints, "initial": initial, "start_state": start_state, "rollouts": rollouts, "lr": lr,
+            "actions": torch.stack(actions),                                  # (updates, rollouts) sampled actions
             "lineage": [{"run_id": RUN_ID, "step": s} for s in waypoint_steps], "audit": audit}
 
 
@@ -89,13 +97,13 @@ def replay_lineage(rl: dict, sample_prompts) -> dict:
     generator = torch.Generator().set_state(rl["start_state"])
     policy = copy.deepcopy(rl["initial"]).requires_grad_(True).train()
     optimizer = torch.optim.SGD(policy.parameters(), lr=rl["lr"])
-    after = [flat_parameters(policy).clone()]                                 # after[s]: parameters after step s
+    after = [flat_state(policy).clone()]                                      # after[s]: state after step s
     for _ in range(rl["audit"]["updates"]):
         reinforce_step(policy, sample_prompts(rl["rollouts"], generator), generator, optimizer)
-        after.append(flat_parameters(policy).clone())
+        after.append(flat_state(policy).clone())
     found = []
     for w in rl["waypoints"]:
-        ref = flat_parameters(w)
+        ref = flat_state(w)
         found.append([s for s, p in enumerate(after) if torch.equal(p, ref)])
     named = [x["step"] for x in rl["lineage"]]
     ok = len(found) == len(named) and all(f == [s] for f, s in zip(found, named))
@@ -103,7 +111,8 @@ def replay_lineage(rl: dict, sample_prompts) -> dict:
 
 
 class FrozenLedger:
-    """The frozen policies that later code could write to, each with its parameters at freezing.
+    """The frozen policies that later code could write to, each with its state at freezing
+    (parameters and buffers, :func:`~litrepro.waypoint.model.flat_state`).
 
     Only modules that are *used* after freezing belong here (the waypoints read by
     distillation).  A private copy that nothing touches cannot change, and a delta
@@ -112,8 +121,8 @@ class FrozenLedger:
 
     def __init__(self, modules: dict[str, torch.nn.Module]):
         self.modules = dict(modules)
-        self.references = {name: flat_parameters(m).clone() for name, m in self.modules.items()}
+        self.references = {name: flat_state(m).clone() for name, m in self.modules.items()}
 
     def deltas(self) -> dict[str, float]:
-        """``{name: ||theta_now - theta_frozen||_2}``; every value must be exactly 0."""
-        return {name: float((flat_parameters(m) - self.references[name]).norm()) for name, m in self.modules.items()}
+        """``{name: ||state_now - state_frozen||_2}``; every value must be exactly 0."""
+        return {name: float((flat_state(m) - self.references[name]).norm()) for name, m in self.modules.items()}
