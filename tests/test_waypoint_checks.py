@@ -17,7 +17,7 @@ from litrepro.waypoint import calibration, effect_study
 from litrepro.waypoint import experiment as wp
 from litrepro.waypoint import opd as opd_mod
 from litrepro.waypoint.config import WaypointConfig
-from litrepro.waypoint.model import BytePolicy, flat_parameters, nats_per_byte
+from litrepro.waypoint.model import BytePolicy, flat_parameters, nats_per_byte, pretrain
 from litrepro.waypoint.opd import analytic_gated_gradient, compute_gate, sample_rollouts, surrogate_gradient_check
 from litrepro.waypoint.teacher import FrozenLedger, replay_lineage, run_teacher_rl
 
@@ -181,6 +181,36 @@ def test_ledger_tracks_only_what_it_is_given():
     with torch.no_grad():
         b.embed[0, 0] += 0.5
     assert ledger.deltas() == {"a": 0.0, "b": 0.5}
+
+
+def test_without_output_bias_the_bias_is_a_fixed_zero_buffer():
+    """``output_bias=False``: b is not trained (a trainable bias would undo the gate calibration)."""
+    g = torch.Generator().manual_seed(0)
+    policy = BytePolicy(4, g, output_bias=False, embed_std=0.5)
+    assert "head_b" not in dict(policy.named_parameters()) and "head_b" in dict(policy.named_buffers())
+    windows = torch.randint(256, (4, 12), generator=g)
+    pretrain(policy, lambda: windows, steps=3, lr=0.1)
+    assert torch.equal(policy.head_b, torch.zeros_like(policy.head_b))
+    assert "head_b" in dict(BytePolicy(4, g).named_parameters())                # the default keeps a trainable bias
+
+
+def test_gate_legs_splits_tokens_by_rl_sampling(corpus_path):
+    """Every token sampled in both legs: that class is all tokens; none sampled: all are 'neither'."""
+    cfg = WaypointConfig(corpus_path=str(corpus_path))
+    corpus = wp.load_corpus(cfg)
+    g = torch.Generator().manual_seed(5)
+    student, waypoints = BytePolicy(6, g), [BytePolicy(6, g) for _ in range(3)]
+    everything = torch.arange(257).expand(cfg.teacher_rl_updates, -1)                  # (updates, 257)
+    legs = wp.gate_legs(cfg, student, waypoints, corpus, DEVICE, 0, everything, rollouts=8)
+    assert legs["share_sampled_both"] == 1.0 and legs["gate_sampled_both"] == legs["mean_gate"]
+    nothing = torch.zeros(cfg.teacher_rl_updates, 0, dtype=torch.long)
+    legs = wp.gate_legs(cfg, student, waypoints, corpus, DEVICE, 0, nothing, rollouts=8)
+    assert legs["share_sampled_neither"] == 1.0 and legs["gate_sampled_neither"] == legs["mean_gate"]
+    first_leg_only = everything.clone()
+    first_leg_only[cfg.waypoint_steps[1]:] = 256                                   # leg 2 samples only EOS
+    legs = wp.gate_legs(cfg, student, waypoints, corpus, DEVICE, 0, first_leg_only, rollouts=8)
+    assert legs["share_sampled_one"] + legs["share_sampled_both"] == pytest.approx(1.0)
+    assert legs["share_sampled_one"] > 0.5
 
 
 def test_shuffled_gate_keeps_the_mean_and_values():
