@@ -313,4 +313,24 @@ def test_offline_guard_counts_and_refuses():
         with pytest.raises(OfflineViolation):
             torch.hub.load_state_dict_from_url("https://example.invalid/w.pt")
     assert (guard.network_calls, guard.pretrained_model_calls, guard.clean) == (1, 1, False)
-    assert socket.socket.connect is not None and torch.hub.load_state_dict_from_url.__name__ != "refuse_hub"
+    assert socket.socket.connect is not None and torch.hub.load_state_dict_from_url.__name__ != "refuse_model"
+
+
+def test_offline_guard_sees_udp_lookups_and_torch_load(tmp_path):
+    """A UDP datagram (no connect), a DNS lookup and a local checkpoint load are each counted and refused."""
+    checkpoint = tmp_path / "w.pt"
+    torch.save({"w": torch.zeros(2)}, checkpoint)
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        with OfflineGuard() as guard:
+            with pytest.raises(OfflineViolation):
+                udp.sendto(b"x", ("127.0.0.1", 9))
+            with pytest.raises(OfflineViolation):
+                socket.getaddrinfo("example.invalid", 80)
+            with pytest.raises(OfflineViolation):
+                torch.load(checkpoint)
+    finally:
+        udp.close()
+    assert (guard.network_calls, guard.pretrained_model_calls) == (2, 1)
+    assert torch.load(checkpoint)["w"].shape == (2,)                  # restored after the guard
+    assert socket.getaddrinfo("127.0.0.1", 80)

@@ -30,6 +30,8 @@ def clean():
 
 def test_the_small_configuration_passes_every_check(clean):
     assert all(clean["checks"].values()), clean["checks"]
+    assert clean["extra_checks"] == {"heldout_campaigns_not_trained": True}
+    assert clean["beyond_seed_metrics"]["td_loss_reference_error"] < 1e-12
     m = clean["metrics"]
     assert m["max_min_backup_error"] == 0 and m["derivative_gain_error"] == 0
 
@@ -65,6 +67,47 @@ def _kick(e, e_prev, kd, dt):
     return kd * (e - (torch.zeros_like(e) if e_prev is None else e_prev)) / dt   # the fault: e_{-1} := 0
 
 
+def _td_losses_cpc_max(critic, target, batch, gamma):
+    """td_losses with the CPC target backed up by a max, written inline (backup_targets untouched)."""
+    with torch.no_grad():
+        qv_next, qc_next = target(batch.next_state)
+        keep = gamma * (1.0 - batch.done)
+        y_value = batch.value_reward + keep * qv_next.max(1).values
+        y_cpc = batch.cpc_cost + keep * qc_next.max(1).values              # the fault: max for a cost
+    q_value, q_cpc = critic(batch.state)
+    taken = batch.action[:, None]
+    return ((q_value.gather(1, taken).squeeze(1) - y_value).pow(2).mean(),
+            (q_cpc.gather(1, taken).squeeze(1) - y_cpc).pow(2).mean())
+
+
+def _td_losses_swapped_heads(original):
+    def losses(critic, target, batch, gamma):
+        class Swapped(torch.nn.Module):                                  # the fault: heads read the wrong way round
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, state):
+                value, cpc = self.inner(state)
+                return cpc, value
+        return original(Swapped(critic), Swapped(target), batch, gamma)
+    return losses
+
+
+def _train_mask_keeps_everything(original):
+    def flatten(logs, campaigns, lam, keep):
+        if int(keep.sum()) * 2 > keep.numel():                           # the training split ...
+            keep = torch.ones_like(keep)                                 # ... the fault: it keeps held-out campaigns too
+        return original(logs, campaigns, lam, keep)
+    return flatten
+
+
+def _critic_fitted_on_heldout(original):
+    def train(critic, train, heldout, **kw):
+        return original(critic, heldout, heldout, **kw)                  # the fault: regress on the held-out set
+    return train
+
+
 FAULTS = {
     # name: (patches [(module, attribute, replacement)], kind, name that must catch it)
     "critic regressed onto zeros": ([(critic_mod, "backup_targets", _zero_targets)], "check",
@@ -80,6 +123,14 @@ FAULTS = {
     "actor trained on Qv + lambda Qc": ([(actor_mod, "fused_scores", _sum_fusion)], "check",
                                         "fusion_changes_preference"),
     "derivative kick (e_-1 := 0)": ([(pid, "derivative", _kick)], "metric", "derivative_gain_error"),
+    "TD loss backs up the cost with max (td_losses only)": ([(critic_mod, "td_losses", _td_losses_cpc_max)], "check",
+                                                            "opposite_backup_directions"),
+    "TD loss reads the heads swapped": ([(critic_mod, "td_losses", _td_losses_swapped_heads(critic_mod.td_losses))],
+                                        "check", "opposite_backup_directions"),
+    "held-out campaigns leak into the training split": ([(ex, "_flatten", _train_mask_keeps_everything(ex._flatten))],
+                                                        "extra", "heldout_campaigns_not_trained"),
+    "critic fitted on the held-out set": ([(ex, "train_critic", _critic_fitted_on_heldout(ex.train_critic))], "extra",
+                                          "heldout_campaigns_not_trained"),
 }
 
 
@@ -92,6 +143,8 @@ def test_fault_is_caught(fault, monkeypatch):
     results = ex.run(SMALL, sweep=False)
     if kind == "check":
         assert results["checks"][name] is False, f"{fault}: {name} stayed true"
+    elif kind == "extra":
+        assert results["extra_checks"][name] is False, f"{fault}: {name} stayed true"
     else:
         assert results["metrics"][name] > 1e-9, f"{fault}: {name} stayed {results['metrics'][name]}"
 

@@ -277,7 +277,7 @@ def test_effect_study_is_current_and_complete():
     assert not stale, f"effect_study.json is stale for {stale}: run `make effect-study`"
     assert data["n_seeds"] >= 12 and effect_study.PLOT.exists()
     rows = data["differences"]
-    assert {r["comparison"] for r in rows} >= {"waypoint - final_only", "waypoint - shuffled",
+    assert {r["comparison"] for r in rows} >= {"waypoint - final_only", "waypoint - shuffled", "shuffled - final_only",
                                                 "waypoint - matched_compute", "waypoint - none"}
     assert {(r["teacher"], r["student_start"], r["teacher_rl_rollouts"]) for r in rows} == set(effect_study.conditions())
     for r in rows:

@@ -39,6 +39,7 @@ class Transitions:
     target_cpc: Tensor     # (N,) the campaign's target CPC tau
     next_state: Tensor     # (N, F)
     done: Tensor           # (N,)
+    campaign: Tensor       # (N,) long: the campaign each transition was logged for
 
     def __len__(self) -> int:
         return self.action.shape[0]
@@ -106,6 +107,38 @@ def td_losses(critic: TwoHeadCritic, target: TwoHeadCritic, batch: Transitions, 
     return loss_value, loss_cpc
 
 
+def td_loss_reference(critic: TwoHeadCritic, target: TwoHeadCritic, batch: Transitions,
+                      gamma: float) -> tuple[float, float]:
+    """The same (L^v, L^c) as :func:`td_losses`, written out with plain loops (for checks).
+
+    It reads the two heads straight from the output layer (columns 0-8 value, 9-17
+    CPC), backs up with :func:`backup_reference`, and picks Q(s, a) row by row, so a
+    fault in ``forward`` or in :func:`td_losses` (a swapped head, a max backup for
+    the cost) makes the two disagree.
+    """
+    n = N_ACTIONS
+    with torch.no_grad():
+        now = critic.heads(critic.trunk(batch.state)).tolist()                   # N rows of 18
+        nxt = target.heads(target.trunk(batch.next_state)).tolist()              # N rows of 18
+    y_value, y_cpc = backup_reference(batch.value_reward.tolist(), batch.cpc_cost.tolist(), [r[:n] for r in nxt],
+                                      [r[n:] for r in nxt], batch.done.tolist(), gamma)
+    sq_value = sq_cpc = 0.0
+    for i, a in enumerate(batch.action.tolist()):
+        sq_value += (now[i][a] - y_value[i]) ** 2
+        sq_cpc += (now[i][n + a] - y_cpc[i]) ** 2
+    return sq_value / len(batch), sq_cpc / len(batch)
+
+
+def td_loss_reference_error(critic: TwoHeadCritic, batch: Transitions, gamma: float, rows: int = 512) -> float:
+    """Largest relative gap between :func:`td_losses` and :func:`td_loss_reference` on the first
+    ``rows`` transitions of ``batch``, with ``critic`` as its own target."""
+    part = batch.index(torch.arange(min(rows, len(batch)), device=batch.action.device))
+    with torch.no_grad():
+        losses = [float(x) for x in td_losses(critic, critic, part, gamma)]
+    reference = td_loss_reference(critic, critic, part, gamma)
+    return max(abs(a - b) / max(abs(b), 1e-300) for a, b in zip(losses, reference))
+
+
 def heldout_td_loss(critic: TwoHeadCritic, batch: Transitions, gamma: float) -> tuple[float, float]:
     """TD loss of ``critic`` on a held-out batch, bootstrapping from itself."""
     with torch.no_grad():
@@ -119,8 +152,9 @@ def train_critic(critic: TwoHeadCritic, train: Transitions, heldout: Transitions
     """TD regression; returns the loss curves and the held-out losses before and after.
 
     Returns a dict with ``td_loss_value``/``td_loss_cpc`` (steps,) training curves,
-    ``heldout_before``/``heldout_after`` as (value, cpc) pairs and
-    ``parameter_change`` (L2 distance the critic's weights moved).
+    ``heldout_before``/``heldout_after`` as (value, cpc) pairs,
+    ``parameter_change`` (L2 distance the critic's weights moved) and
+    ``trained_campaigns``, the campaigns whose transitions it trained on.
     """
     start = [p.detach().clone() for p in critic.parameters()]
     before = heldout_td_loss(critic, heldout, gamma)
@@ -140,4 +174,5 @@ def train_critic(critic: TwoHeadCritic, train: Transitions, heldout: Transitions
     after = heldout_td_loss(critic, heldout, gamma)
     change = torch.sqrt(sum(((p.detach() - q) ** 2).sum() for p, q in zip(critic.parameters(), start)))
     return {"td_loss_value": curve_v, "td_loss_cpc": curve_c, "heldout_before": before,
-            "heldout_after": after, "parameter_change": float(change)}
+            "heldout_after": after, "parameter_change": float(change),
+            "trained_campaigns": torch.unique(train.campaign).tolist()}

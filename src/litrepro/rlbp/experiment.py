@@ -20,7 +20,7 @@ from litrepro.rlbp import fixtures
 from litrepro.rlbp.actor import (Actor, fused_scores, row_mass_error, support_is_exact_top_k, top_k_policy,
                                  train_actor)
 from litrepro.rlbp.config import RLBPConfig
-from litrepro.rlbp.critic import Transitions, TwoHeadCritic, train_critic
+from litrepro.rlbp.critic import Transitions, TwoHeadCritic, td_loss_reference_error, train_critic
 from litrepro.rlbp.ope import ips_reference, ips_standard_error, ordinary_ips
 from litrepro.rlbp.pid import N_ACTIONS, action_grid, actions_are_bounded, pid_terms
 from litrepro.rlbp.reward import total_reward
@@ -32,6 +32,9 @@ FIXED_GAIN_ACTION = 4  # multipliers (1.0, 1.0) in the default grid
 #: ``actual_reward_regression_update`` needs the held-out TD loss at most this share of the
 #: permuted-reward control's (measured: 0.2-0.4 on seeds 42-44; a fault lands above 0.9).
 CONTROL_MARGIN = 0.8
+#: ``opposite_backup_directions`` needs the pipeline's TD losses within this relative gap of the
+#: plain-loop recomputation (float64 summation order gives about 1e-16).
+TD_REFERENCE_RTOL = 1e-9
 #: A served top-k probability below this is "negligible" in the policy display.
 NEGLIGIBLE = 1e-3
 #: Fusion weights of the lambda trade-off (Section 8).
@@ -156,11 +159,13 @@ def _flatten(logs: list[DayLog], campaigns: Campaigns, lam: float, keep: Tensor)
         return torch.stack([getattr(log, name)[:, keep] for log in logs]).flatten(0, 2)
 
     tau = campaigns.target_cpc[keep].expand(len(logs), logs[0].actions.shape[0], -1).flatten()
+    ids = torch.arange(keep.shape[0], device=keep.device)[keep]                               # (C_kept,)
     cpc = cat("cpc")
     return Transitions(state=cat("states"), action=cat("actions"), propensity=cat("propensity"),
                        value_reward=cat("value_reward"), cpc_cost=cat("cpc_cost"),
                        reward=total_reward(cat("value_reward"), cpc, tau, lam), cpc=cpc, target_cpc=tau,
-                       next_state=cat("next_states"), done=cat("done"))
+                       next_state=cat("next_states"), done=cat("done"),
+                       campaign=ids.expand(len(logs), logs[0].actions.shape[0], -1).flatten())
 
 
 def heldout_campaigns(world: World) -> Tensor:
@@ -228,7 +233,9 @@ def fit_critic(world: World, data: dict, generator: torch.Generator) -> tuple[Tw
 
     Both critics start from the same weights and see the same minibatch indices' states
     and actions; only the control's (r^v, c) are shuffled across transitions.  The report
-    gains ``control_heldout_after``: the control's held-out TD loss (value, CPC).
+    gains ``control_heldout_after``: the control's held-out TD loss (value, CPC), and
+    ``td_loss_reference_error``: the trained critic's TD losses on held-out transitions against
+    a plain-loop recomputation (:func:`~litrepro.rlbp.critic.td_loss_reference_error`).
     """
     cfg = world.cfg
     critic = TwoHeadCritic(len(FEATURES), cfg.hidden).to(world.device)
@@ -243,7 +250,20 @@ def fit_critic(world: World, data: dict, generator: torch.Generator) -> tuple[Tw
     control_report = train_critic(control, control_train, data["heldout"], generator=generator, **hyper)
     generator.set_state(after_main)
     report["control_heldout_after"] = control_report["heldout_after"]
+    report["td_loss_reference_error"] = td_loss_reference_error(critic, data["heldout"], cfg.gamma)
     return critic, report
+
+
+def heldout_campaigns_untrained(world: World, data: dict, critic_report: dict, actor_report: dict) -> bool:
+    """``heldout_campaigns_not_trained``: no held-out campaign reached the critic or the actor.
+
+    The held-out set is exactly the campaigns :func:`heldout_campaigns` names, it is not
+    empty, and the campaigns the critic's and the actor's training data came from
+    (recorded by the training functions themselves) are disjoint from it.
+    """
+    held = set(torch.nonzero(heldout_campaigns(world)).flatten().tolist())
+    trained = set(critic_report["trained_campaigns"]) | set(actor_report["trained_campaigns"])
+    return bool(held) and set(torch.unique(data["heldout"].campaign).tolist()) == held and not (trained & held)
 
 
 def reward_regression_update(report: dict, train: Transitions) -> bool:
@@ -276,8 +296,10 @@ def fit_actor(world: World, critic: TwoHeadCritic, data: dict, generator: torch.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(init_seed)                     # initial weights from ``generator``, not the global stream
         actor = Actor(len(FEATURES), cfg.hidden).to(world.device)
-    report = train_actor(actor, critic, data["train"].state, steps=cfg.actor_steps, lr=cfg.actor_lr,
+    fit_on = data["train"]
+    report = train_actor(actor, critic, fit_on.state, steps=cfg.actor_steps, lr=cfg.actor_lr,
                          lam=lam, batch_size=cfg.actor_batch_size, generator=generator)
+    report["trained_campaigns"] = torch.unique(fit_on.campaign).tolist()
     with torch.no_grad():
         logits = actor(data["heldout"].state)                                            # (N, 9)
         probs = top_k_policy(logits, cfg.top_k)                                          # (N, 9)
@@ -462,7 +484,8 @@ def collect_results(world: World, *, critic_report: dict, actor_report: dict, da
     checks = {
         "actual_reward_regression_update": reward_regression_update(critic_report, data["train"]),
         "CPC_reduction_retains_negative_sign": cpc_sign_retained(world, data),
-        "opposite_backup_directions": backup["opposite_backup_directions"],
+        "opposite_backup_directions": backup["opposite_backup_directions"]
+        and critic_report["td_loss_reference_error"] < TD_REFERENCE_RTOL,
         "fusion_changes_preference": fusion_changes_preference(world, fusion),
         "exact_top_k_support": actor_report["exact_top_k_support"] and evaluation["served_top_k_exact"],
         "nine_bounded_PID_actions": bounded_actions_applied(world, data["logs"]),
@@ -482,9 +505,12 @@ def collect_results(world: World, *, critic_report: dict, actor_report: dict, da
                   negligible_last_action_fraction=actor_report["negligible_last_action_fraction"],
                   controller_replay_error=controller_replay_error(world, data["logs"]),
                   propensity_error=evaluation["propensity_error"],
+                  td_loss_reference_error=critic_report["td_loss_reference_error"],
                   network_calls=guard.network_calls)
+    extra_checks = {"heldout_campaigns_not_trained": heldout_campaigns_untrained(world, data, critic_report,
+                                                                                 actor_report)}
     return {"method": "pinterest_rlbp", "seed": cfg.seed, "metrics": metrics, "checks": checks,
-            "beyond_seed_metrics": beyond, "lambda_sweep": sweep,
+            "extra_checks": extra_checks, "beyond_seed_metrics": beyond, "lambda_sweep": sweep,
             "curves": {"td_loss_value": critic_report["td_loss_value"], "td_loss_cpc": critic_report["td_loss_cpc"],
                        "actor_loss": actor_report["loss"], "mean_action_probs": actor_report["mean_action_probs"]},
             "execution_device": execution[0], "execution_accelerator": execution[1],

@@ -32,8 +32,8 @@ TEACHERS = {"calibrated": 0.015, "strong": 0.05}
 STARTS = ("independent", "waypoint0")
 RL_ROLLOUTS = (8, 64)
 METRICS = ("validation_nll", "expected_parity_rate")
-COMPARISONS = (("waypoint", "final_only"), ("waypoint", "shuffled"), ("waypoint", "matched_compute"),
-               ("waypoint", "none"), ("final_only", "none"), ("matched_compute", "none"))
+COMPARISONS = (("waypoint", "final_only"), ("waypoint", "shuffled"), ("shuffled", "final_only"),
+               ("waypoint", "matched_compute"), ("waypoint", "none"), ("final_only", "none"), ("matched_compute", "none"))
 CONDITION_KEYS = ("teacher", "student_start", "teacher_rl_rollouts")
 
 
