@@ -204,6 +204,27 @@ def test_kernel_killed_mid_notebook_is_lost_kept_and_retried(done_seed, tmp_path
     assert (folder / "seed-6.json").is_file() and not (folder / "seed-6.failed.ipynb").exists()
 
 
+def test_hung_notebook_fails_after_cell_timeout_and_the_next_job_runs(tmp_path):
+    """A kernel that stops answering (SIGSTOP) mid-notebook: the job fails after --cell-timeout, with its
+    partial notebook kept, and the same worker runs the next seed in a replacement kernel."""
+    out = tmp_path / "out"
+    proc = run_cli(*_args(out, 6, 7, extra=["--jobs", "1", "--cell-timeout", "5"]),
+                   env={"LITREPRO_TEST_FAULT": "hang:pinterest_rlbp:6"}, timeout=240)   # no timeout: this hangs
+    assert proc.returncode == 1, proc.stderr
+    assert "FAILED: pinterest_rlbp[" in proc.stderr and "longer than --cell-timeout 5 s" in proc.stderr, proc.stderr
+    assert "1 ran, 0 current, 1 failed" in proc.stderr
+    folder = out / "pinterest_rlbp" / FOLDER
+    assert (folder / "seed-6.failed.ipynb").is_file() and not (folder / "seed-6.json").exists()
+    assert (folder / "seed-7.json").is_file()
+
+
+@pytest.mark.parametrize("value", ["-1", "nan", "inf"])
+def test_bad_cell_timeout_is_one_line(tmp_path, value):
+    proc = run_cli(*_args(tmp_path / "out", 5, extra=["--cell-timeout", value]))
+    assert proc.returncode == 2 and "--cell-timeout" in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
 def test_unreachable_scheduler_fails_within_seconds(tmp_path):
     pytest.importorskip("dask.distributed")
     start = time.time()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
+import math
 import os
 import sys
 from pathlib import Path
@@ -27,6 +28,8 @@ from litrepro.paths import RENDERED
 MAX_SEED = 2**32 - 1
 #: Runs of more jobs than this are refused unless ``--max-jobs`` allows them.
 DEFAULT_MAX_JOBS = 10_000
+#: Seconds one notebook cell may run before the job fails as hung (our cells take seconds).
+DEFAULT_CELL_TIMEOUT = 1800.0
 
 
 def seed_intervals(tokens: list[str]) -> list[tuple[int, int]]:
@@ -130,6 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--kernel-reuse", type=int, default=None, metavar="N",
                      help="notebooks per warm kernel before it is replaced (default 20)")
     run.add_argument("--fresh-kernels", action="store_true", help="a fresh kernel for every notebook")
+    run.add_argument("--cell-timeout", type=float, default=DEFAULT_CELL_TIMEOUT, metavar="SECONDS",
+                     help=f"fail a notebook whose cell runs longer than this (0: no limit; default {DEFAULT_CELL_TIMEOUT:g})")
     run.add_argument("--retries", type=int, default=0, help="re-run lost jobs up to this many times")
     run.add_argument("--retry-failed", action="store_true", help="with --retries, also re-run failed notebooks")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -149,6 +154,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--jobs must be >= 1, got {args.jobs}")
     if args.retries < 0:
         raise UsageError(f"--retries must be >= 0, got {args.retries}")
+    if not math.isfinite(args.cell_timeout) or args.cell_timeout < 0:
+        raise UsageError(f"--cell-timeout must be a number of seconds >= 0 (0: no limit), got {args.cell_timeout}")
     if args.max_jobs < 1:
         raise UsageError(f"--max-jobs must be >= 1, got {args.max_jobs}")
     if args.fresh_kernels and args.kernel_reuse not in (None, 1):
@@ -169,7 +176,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from litrepro.scheduler import connect
 
         client, cluster = connect(args.scheduler)
-    jobs = [runner.Job(m, s, runner.variant_dir(out, m, p), args.device, p)
+    jobs = [runner.Job(m, s, runner.variant_dir(out, m, p), args.device, p, args.cell_timeout or None)
             for m in args.methods for p in points[m] for s in seeds]
     problems: list[str] = []
     try:

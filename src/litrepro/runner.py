@@ -42,6 +42,7 @@ class Job:
     out_dir: Path
     device: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    cell_timeout: float | None = None      # seconds one notebook cell may run (None: no limit)
 
     @property
     def label(self) -> str:
@@ -51,7 +52,8 @@ class Job:
     def payload(self, out_dir: Path | None = None) -> dict[str, Any]:
         """Arguments of :func:`litrepro.worker.execute`; ``out_dir`` redirects the files (Dask scratch)."""
         return {"method_name": self.method, "seed": self.seed, "out_dir": str(out_dir or self.out_dir),
-                "label_dir": str(self.out_dir), "device": self.device, "overrides": self.overrides}
+                "label_dir": str(self.out_dir), "device": self.device, "overrides": self.overrides,
+                "cell_timeout": self.cell_timeout}
 
 
 #: A value that may appear as-is in a folder name: short, no separators, not starting with a dot.

@@ -45,7 +45,8 @@ _VOLATILE = ("start_time", "end_time", "duration")
 #: Fault injection for the fault tests: ``<where>:<method>:<seed>[:<once-file>]`` makes the process at
 #: ``where`` (``worker``: the job's worker process, ``dask``: the Dask worker, ``kernel``: the job's
 #: kernel, killed from outside once the notebook is running, as the OOM killer would) die by SIGKILL
-#: when it starts that job; with a once-file, only the first time (the file records that it happened).
+#: when it starts that job; ``hang`` stops the job's kernel (SIGSTOP) instead, so the notebook hangs.
+#: With a once-file, only the first time (the file records that it happened).
 FAULT_ENV = "LITREPRO_TEST_FAULT"
 #: Prefix of the one stdout line that carries a job's outcome (libraries may print other lines).
 OUTCOME = "@litrepro-outcome "
@@ -68,8 +69,11 @@ def maybe_die(where: str, method: str, seed: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _kill_kernel_when_running(slot, executed: Path) -> threading.Thread:
-    """Fault injection: SIGKILL the kernel once a cell has finished (papermill saved the notebook again)."""
+def _signal_kernel_when_running(slot, executed: Path, sig: int) -> threading.Thread:
+    """Fault injection: send ``sig`` to the kernel once a cell has finished (papermill saved the notebook again).
+
+    SIGKILL stands for the OOM killer; SIGSTOP for a kernel that hangs (it stops answering but stays alive).
+    """
     def kill() -> None:
         deadline = time.time() + 120
         while time.time() < deadline and not executed.exists():
@@ -79,7 +83,7 @@ def _kill_kernel_when_running(slot, executed: Path) -> threading.Thread:
             time.sleep(0.02)
         pid = slot.pid
         if pid:
-            os.kill(pid, signal.SIGKILL)
+            os.kill(pid, sig)
     thread = threading.Thread(target=kill, daemon=True)
     thread.start()
     return thread
@@ -130,8 +134,8 @@ def output_paths(out_dir: Path, seed: int) -> dict[str, Path]:
 
 
 def execute(method_name: str, seed: int, out_dir: str, device: str | None = None,
-            overrides: dict[str, Any] | None = None, label_dir: str | None = None, *,
-            slot: KernelSlot, scratch: str | Path) -> dict[str, Any]:
+            overrides: dict[str, Any] | None = None, label_dir: str | None = None,
+            cell_timeout: float | None = None, *, slot: KernelSlot, scratch: str | Path) -> dict[str, Any]:
     """Run one job in ``slot``'s kernel; returns ``{"status": "ok" | "failed" | "lost", ...}``, never raises.
 
     ``scratch`` is a folder the runner owns; the job executes in a private
@@ -140,8 +144,11 @@ def execute(method_name: str, seed: int, out_dir: str, device: str | None = None
     scratch folder); the notebook's recorded paths and the reported paths use it.
     A kernel that dies in the middle of the notebook makes the job ``lost``
     (``--retries`` re-runs it); its partial notebook is kept as ``seed-<N>.failed.ipynb``.
+    A cell that runs longer than ``cell_timeout`` seconds (a hung notebook) makes it
+    ``failed``, with its partial notebook kept the same way; the slot then replaces the kernel.
     """
     import papermill as pm
+    from nbclient.exceptions import CellTimeoutError
 
     maybe_die("worker", method_name, seed)
     started = time.perf_counter()
@@ -175,11 +182,17 @@ def execute(method_name: str, seed: int, out_dir: str, device: str | None = None
         except KernelError as err:
             return {**base, "status": "lost", "notebook": None, "cell": None, "error": str(err)}
         if fault_armed("kernel", method_name, seed):
-            _kill_kernel_when_running(slot, executed)
+            _signal_kernel_when_running(slot, executed, signal.SIGKILL)
+        if fault_armed("hang", method_name, seed):
+            _signal_kernel_when_running(slot, executed, signal.SIGSTOP)
         kernel_at = time.perf_counter()
         try:
             pm.execute_notebook(str(method.notebook), str(executed), parameters=inject, kernel_name=slot.kernel_name,
-                                km=km, progress_bar=False, log_output=False, cwd=str(NOTEBOOKS))
+                                km=km, progress_bar=False, log_output=False, cwd=str(NOTEBOOKS),
+                                execution_timeout=cell_timeout or None)
+        except CellTimeoutError:
+            return {**base, "status": "failed", "notebook": keep_failed(), "cell": None,
+                    "error": f"a cell ran longer than --cell-timeout {cell_timeout:g} s (notebook hung or too slow)"}
         except pm.PapermillExecutionError as err:
             return {**base, "status": "failed", "notebook": keep_failed(), "cell": err.exec_count,
                     "error": f"{err.ename}: {err.evalue}".strip()}
