@@ -218,6 +218,12 @@ def test_hung_notebook_fails_after_cell_timeout_and_the_next_job_runs(tmp_path):
     assert (folder / "seed-7.json").is_file()
 
 
+def test_cell_timeout_zero_means_no_limit(tmp_path):
+    proc = run_cli(*_args(tmp_path / "out", 5, extra=["--cell-timeout", "0"]))
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "out" / "pinterest_rlbp" / FOLDER / "seed-5.json").is_file()
+
+
 @pytest.mark.parametrize("value", ["-1", "nan", "inf"])
 def test_bad_cell_timeout_is_one_line(tmp_path, value):
     proc = run_cli(*_args(tmp_path / "out", 5, extra=["--cell-timeout", value]))

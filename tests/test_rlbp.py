@@ -9,12 +9,15 @@ import socket
 import pytest
 import torch
 
+import torch.hub
+
+from litrepro import guard as guard_mod
 from litrepro.guard import OfflineGuard, OfflineViolation
 from litrepro.rlbp import experiment as ex
 from litrepro.rlbp import fixtures
 from litrepro.rlbp.actor import row_mass_error, support_is_exact_top_k, top_k_policy
 from litrepro.rlbp.config import RLBPConfig
-from litrepro.rlbp.critic import backup_reference, backup_targets
+from litrepro.rlbp.critic import Transitions, TwoHeadCritic, backup_reference, backup_targets, td_loss_reference, td_losses
 from litrepro.rlbp.ope import ips_reference, ordinary_ips, snips
 from litrepro.rlbp.pid import action_grid, actions_are_bounded, pid_terms
 from litrepro.rlbp.reward import cpc_reduction, smoothed_cpc, total_reward
@@ -334,3 +337,57 @@ def test_offline_guard_sees_udp_lookups_and_torch_load(tmp_path):
     assert (guard.network_calls, guard.pretrained_model_calls) == (2, 1)
     assert torch.load(checkpoint)["w"].shape == (2,)                  # restored after the guard
     assert socket.getaddrinfo("127.0.0.1", 80)
+
+
+def test_td_losses_equal_the_loop_reference_with_a_separate_target():
+    """With a target network that differs from the critic, the vectorised TD losses still equal the
+    plain-loop recomputation (a td_losses that bootstrapped from the online critic would not)."""
+    g = torch.Generator().manual_seed(3)
+    n, f = 40, 5
+    batch = Transitions(state=torch.randn(n, f, generator=g, dtype=torch.float64), action=torch.randint(9, (n,), generator=g),
+                        propensity=torch.full((n,), 1 / 9, dtype=torch.float64),
+                        value_reward=torch.randn(n, generator=g, dtype=torch.float64),
+                        cpc_cost=torch.randn(n, generator=g, dtype=torch.float64),
+                        reward=torch.zeros(n, dtype=torch.float64), cpc=torch.ones(n, dtype=torch.float64),
+                        target_cpc=torch.ones(n, dtype=torch.float64),
+                        next_state=torch.randn(n, f, generator=g, dtype=torch.float64),
+                        done=(torch.rand(n, generator=g) < 0.3).to(torch.float64), campaign=torch.arange(n))
+    torch.manual_seed(0)
+    critic, target = TwoHeadCritic(f, 8), TwoHeadCritic(f, 8)
+    with torch.no_grad():
+        got = [float(x) for x in td_losses(critic, target, batch, 0.9)]
+        online = [float(x) for x in td_losses(critic, critic, batch, 0.9)]
+    ref = td_loss_reference(critic, target, batch, 0.9)
+    assert got == pytest.approx(ref, rel=1e-12)
+    assert abs(online[0] - ref[0]) > 1e-6                    # the fixture can tell the two targets apart
+
+
+# The guard is checked against this literal list, not against the module's own constants.
+GUARDED = [(socket.socket, "connect"), (socket.socket, "connect_ex"), (socket.socket, "sendto"),
+           (socket.socket, "sendmsg"), (socket, "getaddrinfo"), (socket, "gethostbyname"),
+           (socket, "gethostbyname_ex"), (torch.hub, "load"), (torch.hub, "load_state_dict_from_url"),
+           (torch.hub, "download_url_to_file"), (torch, "load")]
+
+
+def test_offline_guard_restores_exactly_what_it_patched():
+    before = {(id(o), n): getattr(o, n) for o, n in GUARDED}
+    with OfflineGuard():
+        assert all(getattr(o, n) is not before[(id(o), n)] for o, n in GUARDED)
+    assert all(getattr(o, n) is before[(id(o), n)] for o, n in GUARDED)
+    assert {(id(o), n) for o, n in guard_mod.patched_functions()} == set(before)
+
+
+def test_offline_guard_refuses_each_socket_path_and_counts_hub_as_a_model():
+    tcp, udp = socket.socket(), socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        with OfflineGuard() as guard:
+            for call in (lambda: tcp.connect(("127.0.0.1", 9)), lambda: tcp.connect_ex(("127.0.0.1", 9)),
+                         lambda: udp.sendmsg([b"x"], [], 0, ("127.0.0.1", 9)), lambda: socket.gethostbyname("a.invalid")):
+                with pytest.raises(OfflineViolation):
+                    call()
+            with pytest.raises(OfflineViolation):
+                torch.hub.load("owner/repo", "model")
+    finally:
+        tcp.close()
+        udp.close()
+    assert (guard.network_calls, guard.pretrained_model_calls) == (4, 1)

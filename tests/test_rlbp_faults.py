@@ -108,6 +108,16 @@ def _critic_fitted_on_heldout(original):
     return train
 
 
+def _concat(a, b):
+    return type(a)(*(torch.cat([getattr(a, f), getattr(b, f)]) for f in a.__dataclass_fields__))
+
+
+def _actor_data(original, make_train):
+    def fit(world, critic, data, generator, lam=None):
+        return original(world, critic, {**data, "train": make_train(data)}, generator, lam=lam)
+    return fit
+
+
 FAULTS = {
     # name: (patches [(module, attribute, replacement)], kind, name that must catch it)
     "critic regressed onto zeros": ([(critic_mod, "backup_targets", _zero_targets)], "check",
@@ -131,6 +141,10 @@ FAULTS = {
                                                         "extra", "heldout_campaigns_not_trained"),
     "critic fitted on the held-out set": ([(ex, "train_critic", _critic_fitted_on_heldout(ex.train_critic))], "extra",
                                           "heldout_campaigns_not_trained"),
+    "actor fitted on the held-out set": ([(ex, "fit_actor", _actor_data(ex.fit_actor, lambda d: d["heldout"]))], "extra",
+                                         "heldout_campaigns_not_trained"),
+    "actor fitted on train plus held-out": ([(ex, "fit_actor", _actor_data(
+        ex.fit_actor, lambda d: _concat(d["train"], d["heldout"])))], "extra", "heldout_campaigns_not_trained"),
 }
 
 

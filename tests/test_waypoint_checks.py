@@ -206,11 +206,18 @@ def test_gate_legs_splits_tokens_by_rl_sampling(corpus_path):
     nothing = torch.zeros(cfg.teacher_rl_updates, 0, dtype=torch.long)
     legs = wp.gate_legs(cfg, student, waypoints, corpus, DEVICE, 0, nothing, rollouts=8)
     assert legs["share_sampled_neither"] == 1.0 and legs["gate_sampled_neither"] == legs["mean_gate"]
-    first_leg_only = everything.clone()
-    first_leg_only[cfg.waypoint_steps[1]:] = 256                                   # leg 2 samples only EOS
-    legs = wp.gate_legs(cfg, student, waypoints, corpus, DEVICE, 0, first_leg_only, rollouts=8)
-    assert legs["share_sampled_one"] + legs["share_sampled_both"] == pytest.approx(1.0)
-    assert legs["share_sampled_one"] > 0.5
+    mid = cfg.waypoint_steps[1]
+    last_of_leg_1 = torch.full_like(everything, -1)                                # -1 matches no token
+    last_of_leg_1[mid - 1] = torch.arange(257)                                     # only update 4 samples anything
+    legs = wp.gate_legs(cfg, student, waypoints, corpus, DEVICE, 0, last_of_leg_1, rollouts=8)
+    assert legs["share_sampled_one"] == 1.0
+    low = torch.arange(128).expand(cfg.teacher_rl_updates, -1)                     # bytes < 128 in both legs
+    legs = wp.gate_legs(cfg, student, waypoints, corpus, DEVICE, 0, low, rollouts=8)
+    shares = [legs[f"share_sampled_{c}"] for c in ("both", "one", "neither")]
+    assert sum(shares) == pytest.approx(1.0) and min(shares[0], shares[2]) > 0
+    assert legs["gate_sampled_both"] != legs["gate_sampled_neither"]
+    assert sum(legs[f"share_sampled_{c}"] * legs[f"gate_sampled_{c}"] for c in ("both", "neither")) \
+        == pytest.approx(legs["mean_gate"])                                        # total expectation over the classes
 
 
 def test_shuffled_gate_keeps_the_mean_and_values():

@@ -34,6 +34,16 @@ _SOCKET_METHODS = ("connect", "connect_ex", "sendto", "sendmsg")
 _LOOKUPS = ("getaddrinfo", "gethostbyname", "gethostbyname_ex")
 
 
+def patched_functions() -> list[tuple[object, str]]:
+    """Every (owner, attribute) that :class:`OfflineGuard` replaces while it runs.
+
+    A warm kernel (:mod:`litrepro.kernels`) restores these between notebooks, so a
+    notebook that stops before ``guard.stop()`` cannot leave the next one offline.
+    """
+    return ([(socket.socket, name) for name in _SOCKET_METHODS] + [(socket, name) for name in _LOOKUPS]
+            + [(torch.hub, name) for name in _HUB_LOADERS] + [(torch, "load")])
+
+
 @dataclass
 class OfflineGuard:
     """Context manager; ``network_calls`` and ``pretrained_model_calls`` count attempts."""

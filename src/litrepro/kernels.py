@@ -289,6 +289,13 @@ def _watched_objects() -> list[Any]:
     return objects
 
 
+def _guarded_functions() -> list[tuple[Any, str]]:
+    """What OfflineGuard patches outside the watched objects (``socket.getaddrinfo``, ``torch.load``, ...)."""
+    from litrepro.guard import patched_functions
+
+    return patched_functions()
+
+
 def _torch_state() -> dict[str, Any]:
     import torch
 
@@ -342,6 +349,7 @@ def snapshot() -> dict[str, Any]:
         "warnings": list(warnings.filters),
         "modules": dict(sys.modules),
         "attrs": [(obj, dict(vars(obj))) for obj in _watched_objects()],
+        "guarded": [(owner, name, getattr(owner, name)) for owner, name in _guarded_functions()],
     }
 
 
@@ -381,6 +389,9 @@ def restore(state: dict[str, Any]) -> None:
             sys.modules[name] = module
     for obj, saved in state["attrs"]:
         _restore_attrs(obj, saved)
+    for owner, name, value in state["guarded"]:
+        if getattr(owner, name) is not value:
+            setattr(owner, name, value)
     _restore_torch(state["torch"])
     np.random.set_state(state["numpy_rng"])
     random.setstate(state["python_rng"])

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from litrepro.rlbp.critic import TwoHeadCritic
+from litrepro.rlbp.critic import Transitions, TwoHeadCritic
 from litrepro.rlbp.pid import N_ACTIONS
 
 F64 = torch.float64
@@ -69,23 +69,28 @@ def actor_loss(logits: Tensor, scores: Tensor) -> Tensor:
     return -(torch.softmax(logits, dim=-1) * s_hat).sum(-1).mean()
 
 
-def train_actor(actor: Actor, critic: TwoHeadCritic, states: Tensor, *, steps: int, lr: float,
+def train_actor(actor: Actor, critic: TwoHeadCritic, batch: Transitions, *, steps: int, lr: float,
                 lam: float, batch_size: int, generator: torch.Generator) -> dict:
-    """Fit the actor to the fused critic scores on minibatches of ``states`` (N, F).
+    """Fit the actor to the fused critic scores on minibatches of ``batch.state`` (N, F).
 
     Returns ``loss`` (steps,) and ``gradient_norms`` (steps,), the L2 norm of the
-    full actor gradient before each update.
+    full actor gradient before each update, and ``trained_campaigns``: the campaigns
+    of the rows its minibatches actually drew.
     """
+    states = batch.state                                                               # (N, F)
+    drawn = []
     with torch.no_grad():
         scores = fused_scores(*critic(states), lam)                                   # (N, 9)
     opt = torch.optim.Adam(actor.parameters(), lr=lr)
     losses, norms = [], []
     for _ in range(steps):
         idx = torch.randint(states.shape[0], (batch_size,), generator=generator).to(states.device)
+        drawn.append(idx)
         loss = actor_loss(actor(states[idx]), scores[idx])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         norms.append(float(torch.sqrt(sum((p.grad ** 2).sum() for p in actor.parameters()))))
         opt.step()
         losses.append(loss.item())
-    return {"loss": losses, "gradient_norms": norms}
+    used = torch.unique(batch.campaign[torch.cat(drawn)]).tolist() if drawn else []
+    return {"loss": losses, "gradient_norms": norms, "trained_campaigns": used}

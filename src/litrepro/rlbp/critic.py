@@ -154,17 +154,18 @@ def train_critic(critic: TwoHeadCritic, train: Transitions, heldout: Transitions
     Returns a dict with ``td_loss_value``/``td_loss_cpc`` (steps,) training curves,
     ``heldout_before``/``heldout_after`` as (value, cpc) pairs,
     ``parameter_change`` (L2 distance the critic's weights moved) and
-    ``trained_campaigns``, the campaigns whose transitions it trained on.
+    ``trained_campaigns``, the campaigns of the transitions its minibatches drew.
     """
     start = [p.detach().clone() for p in critic.parameters()]
     before = heldout_td_loss(critic, heldout, gamma)
     target = copy.deepcopy(critic).requires_grad_(False)
     opt = torch.optim.Adam(critic.parameters(), lr=lr)
-    curve_v, curve_c = [], []
+    curve_v, curve_c, drawn = [], [], []
     for step in range(steps):
         if step % target_update_every == 0:
             target.load_state_dict(critic.state_dict())
         idx = torch.randint(len(train), (batch_size,), generator=generator).to(train.action.device)
+        drawn.append(idx)
         loss_v, loss_c = td_losses(critic, target, train.index(idx), gamma)
         opt.zero_grad(set_to_none=True)
         (loss_v + loss_c).backward()
@@ -175,4 +176,4 @@ def train_critic(critic: TwoHeadCritic, train: Transitions, heldout: Transitions
     change = torch.sqrt(sum(((p.detach() - q) ** 2).sum() for p, q in zip(critic.parameters(), start)))
     return {"td_loss_value": curve_v, "td_loss_cpc": curve_c, "heldout_before": before,
             "heldout_after": after, "parameter_change": float(change),
-            "trained_campaigns": torch.unique(train.campaign).tolist()}
+            "trained_campaigns": torch.unique(train.campaign[torch.cat(drawn)]).tolist() if drawn else []}

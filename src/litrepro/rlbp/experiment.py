@@ -296,10 +296,8 @@ def fit_actor(world: World, critic: TwoHeadCritic, data: dict, generator: torch.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(init_seed)                     # initial weights from ``generator``, not the global stream
         actor = Actor(len(FEATURES), cfg.hidden).to(world.device)
-    fit_on = data["train"]
-    report = train_actor(actor, critic, fit_on.state, steps=cfg.actor_steps, lr=cfg.actor_lr,
+    report = train_actor(actor, critic, data["train"], steps=cfg.actor_steps, lr=cfg.actor_lr,
                          lam=lam, batch_size=cfg.actor_batch_size, generator=generator)
-    report["trained_campaigns"] = torch.unique(fit_on.campaign).tolist()
     with torch.no_grad():
         logits = actor(data["heldout"].state)                                            # (N, 9)
         probs = top_k_policy(logits, cfg.top_k)                                          # (N, 9)
