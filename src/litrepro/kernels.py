@@ -289,13 +289,6 @@ def _watched_objects() -> list[Any]:
     return objects
 
 
-def _guarded_functions() -> list[tuple[Any, str]]:
-    """What OfflineGuard patches outside the watched objects (``socket.getaddrinfo``, ``torch.load``, ...)."""
-    from litrepro.guard import patched_functions
-
-    return patched_functions()
-
-
 def _torch_state() -> dict[str, Any]:
     import torch
 
@@ -334,6 +327,8 @@ def snapshot() -> dict[str, Any]:
     import random
     import warnings
 
+    from litrepro.guard import patched_functions
+
     import matplotlib
     import numpy as np
 
@@ -349,7 +344,8 @@ def snapshot() -> dict[str, Any]:
         "warnings": list(warnings.filters),
         "modules": dict(sys.modules),
         "attrs": [(obj, dict(vars(obj))) for obj in _watched_objects()],
-        "guarded": [(owner, name, getattr(owner, name)) for owner, name in _guarded_functions()],
+        # What OfflineGuard patches outside the watched objects (socket.getaddrinfo, torch.load, ...).
+        "guarded": [(owner, name, getattr(owner, name)) for owner, name in patched_functions()],
     }
 
 

@@ -74,7 +74,7 @@ def _signal_kernel_when_running(slot, executed: Path, sig: int) -> threading.Thr
 
     SIGKILL stands for the OOM killer; SIGSTOP for a kernel that hangs (it stops answering but stays alive).
     """
-    def kill() -> None:
+    def send() -> None:
         deadline = time.time() + 120
         while time.time() < deadline and not executed.exists():
             time.sleep(0.02)
@@ -84,7 +84,7 @@ def _signal_kernel_when_running(slot, executed: Path, sig: int) -> threading.Thr
         pid = slot.pid
         if pid:
             os.kill(pid, sig)
-    thread = threading.Thread(target=kill, daemon=True)
+    thread = threading.Thread(target=send, daemon=True)
     thread.start()
     return thread
 

@@ -258,7 +258,7 @@ def heldout_campaigns_untrained(world: World, data: dict, critic_report: dict, a
     """``heldout_campaigns_not_trained``: no held-out campaign reached the critic or the actor.
 
     The held-out set is exactly the campaigns :func:`heldout_campaigns` names, it is not
-    empty, and the campaigns the critic's and the actor's training data came from
+    empty, and the campaigns that the critic's and the actor's minibatches drew
     (recorded by the training functions themselves) are disjoint from it.
     """
     held = set(torch.nonzero(heldout_campaigns(world)).flatten().tolist())
