@@ -205,27 +205,47 @@ def parity_rate(policy: BytePolicy, prompts: torch.Tensor, generator: torch.Gene
 
 def compare_arms(cfg: WaypointConfig, student_init: BytePolicy, waypoints: list[BytePolicy],
                  corpus: corpus_mod.Corpus, device: torch.device, seed: int, *, arms: tuple[str, ...] = ARMS,
-                 steps: int | None = None) -> dict:
-    """Every arm from the same student, with the same prompts and samples (paired by seed)."""
+                 steps: int | None = None, eval_every: int = 0) -> dict:
+    """Every arm from the same student, with the same prompts and samples (paired by seed).
+
+    With ``eval_every`` = k > 0, each arm also gets ``curve``: its validation NLL and
+    exact P(even first byte) after updates 0, k, 2k, ..., steps (the last point is the
+    arm's final figures).  The arm is trained in chunks of k updates; plain SGD keeps no
+    state between chunks and the evaluations draw from their own generators, so the
+    final figures are the same with or without the curve.
+    """
     steps = cfg.comparison_steps if steps is None else steps
     eval_gen = torch.Generator().manual_seed(seed + 7)
     prompts = corpus.validation_windows(cfg.comparison_eval_prompts, cfg.prompt_len, eval_gen, "comparison_eval").to(device)
     validation = corpus.validation_tokens("comparison_eval").to(device)
+
+    def evaluate(policy: BytePolicy) -> dict:
+        return {**parity_rate(policy, prompts, torch.Generator().manual_seed(seed + 11)),
+                "validation_nll": nats_per_byte(policy, validation, cfg.eval_window)}
+
+    chunk = eval_every if eval_every > 0 else max(steps, 1)
+    marks = sorted({*range(0, steps, chunk), steps})                                     # update counts evaluated
     out = {"teacher_final": parity_rate(waypoints[-1], prompts, torch.Generator().manual_seed(seed + 11))}
     for arm in arms:
+        if arm not in ARMS:
+            raise ValueError(f"unknown arm {arm!r} (known: {', '.join(ARMS)})")
         student = copy.deepcopy(student_init)
         train_gen = torch.Generator().manual_seed(seed + 13)                                 # same prompts/samples start
-        curve = []
-        if arm in GATE_OF_ARM:
-            curve = distil(cfg, student, waypoints, corpus, train_gen, device, steps=steps, gate_kind=GATE_OF_ARM[arm],
-                           stage="comparison", gate_generator=torch.Generator().manual_seed(seed + 23))["history"]
-        elif arm == "matched_compute":
-            matched_compute(cfg, student, corpus, train_gen, device, steps=steps, stage="comparison")
-        elif arm != "none":
-            raise ValueError(f"unknown arm {arm!r} (known: {', '.join(ARMS)})")
-        out[arm] = {**parity_rate(student, prompts, torch.Generator().manual_seed(seed + 11)),
-                    "validation_nll": nats_per_byte(student, validation, cfg.eval_window),
-                    "mean_gate": [h["mean_gate"] for h in curve]}
+        gate_gen = torch.Generator().manual_seed(seed + 23)
+        history, curve = [], []
+        for lo, hi in zip([0, *marks[:-1]], marks):
+            if hi > lo and arm in GATE_OF_ARM:
+                part = distil(cfg, student, waypoints, corpus, train_gen, device, steps=hi - lo,
+                              gate_kind=GATE_OF_ARM[arm], stage="comparison", gate_generator=gate_gen)["history"]
+                history += [{**h, "step": h["step"] + lo} for h in part]
+            elif hi > lo and arm == "matched_compute":
+                matched_compute(cfg, student, corpus, train_gen, device, steps=hi - lo, stage="comparison")
+            if eval_every > 0:
+                curve.append({"step": hi, **evaluate(student)})
+        out[arm] = {**(curve[-1] if curve else evaluate(student)), "mean_gate": [h["mean_gate"] for h in history]}
+        out[arm].pop("step", None)
+        if eval_every > 0:
+            out[arm]["curve"] = curve
     return out
 
 
