@@ -1,76 +1,110 @@
-"""``make rlbp-study``: pinterest_rlbp over 20 seeds, through the runner, then paired statistics.
+"""``make rlbp-study``: pinterest_rlbp over 20 seeds, every critic backup, the headroom and more logged data.
 
-    python studies/rlbp_policy_study.py [--seeds 42-61] [--jobs 2] [--out build/rlbp-study]
+    python studies/rlbp_policy_study.py [--seeds 42-61] [--jobs 2]
 
-Step 1 runs ``python -m litrepro run --methods pinterest_rlbp`` for the seeds into
-``--out/main``, and again with ``--set gamma=0.0`` into ``--out/gamma0`` (the runner
-skips seeds whose outputs are current).  The gamma = 0 arm is the ablation that tests
-why the learned policy trails the fixed gain: with gamma = 0 the max/min backups vanish.  Step 2 writes
-``rendered/pinterest_rlbp/policy_comparison.json``, ``lambda_frontier.json`` and
-their PNGs (``litrepro.rlbp.study``).  ``make test`` checks that they are current
-with the sources; it does not re-run them.
+Calls the package directly (the notebook adds nothing to the numbers): per seed,
+``litrepro.rlbp.experiment.run_arms`` with all four backups on the same data and
+evaluation days (the seed's ``max_min`` also runs the lambda sweep), then, for
+``max_min`` and the best other backup, the same at 8 and 16 logged days.  Writes
+``policy_comparison.json``, ``lambda_frontier.json``, ``backup_study.json`` and
+their PNGs into ``rendered/pinterest_rlbp/`` (``litrepro.rlbp.study``); refuses to
+write anything if a seed's checks failed.  ``make test`` checks that the files are
+current with the sources; it does not re-run them.
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
+import dataclasses
+import multiprocessing
 import sys
-from pathlib import Path
+import time
+from concurrent.futures import ProcessPoolExecutor
 
 from litrepro import atomic, plotting
-from litrepro.paths import ROOT
-from litrepro.provenance import source_hashes
 from litrepro.rlbp import plots as rlbp_plots
-from litrepro import rlbp_study as study
+from litrepro.rlbp import study
+from litrepro.rlbp.config import RLBPConfig
 
 
-def run_seeds(seeds: str, jobs: str, out: Path, settings: list[str]) -> bool:
-    """``python -m litrepro run`` for pinterest_rlbp; True when every seed succeeded."""
-    cmd = [sys.executable, "-m", "litrepro", "run", "--methods", "pinterest_rlbp", "--seeds", seeds, "--jobs", jobs,
-           "--out", str(out), "--no-summary-notebook", "--no-progress"]
-    for setting in settings:
-        cmd += ["--set", setting]
-    return subprocess.run(cmd, cwd=ROOT).returncode == 0
+def _seed_job(args: tuple[int, int, tuple[str, ...], bool]) -> dict:
+    """One seed, one logged_days: every requested backup, in one process."""
+    from litrepro.rlbp.experiment import run_arms
+
+    seed, days, backups, sweep = args
+    cfg = dataclasses.replace(RLBPConfig(seed=seed), logged_days=days)
+    return run_arms(cfg, "cpu", backups=backups, sweep=sweep)
+
+
+def _run(jobs: list, workers: int) -> list[dict]:
+    if workers <= 1:
+        return [_seed_job(j) for j in jobs]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return list(pool.map(_seed_job, jobs))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", default="42-61", help="seeds or a range (at least 20 for the study)")
-    parser.add_argument("--jobs", default="2")
-    parser.add_argument("--out", type=Path, default=ROOT / "build" / "rlbp-study")
+    parser.add_argument("--seeds", default="42-61", help="first-last, inclusive (at least 20 for the study)")
+    parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
-    if not (run_seeds(args.seeds, args.jobs, args.out / "main", [])
-            and run_seeds(args.seeds, args.jobs, args.out / "gamma0", ["gamma=0.0"])):
-        print("litrepro: error: the study's runs did not all succeed; nothing written", file=sys.stderr)
+    first, last = (int(x) for x in args.seeds.split("-"))
+    seeds = list(range(first, last + 1))
+    base_days = RLBPConfig().logged_days
+    start = time.perf_counter()
+    main_runs = _run([(s, base_days, study.BACKUPS, True) for s in seeds], args.jobs)
+    arms = {b: [r[b] for r in main_runs] for b in study.BACKUPS}
+    print(f"backups done ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
+    try:
+        for backup, results in arms.items():
+            study.verify(results, f"backup {backup}")
+        rows = study.backup_rows(arms)
+        other = study.best_other(rows)
+        more = {d: _run([(s, d, ("max_min", other), False) for s in seeds], args.jobs)
+                for d in study.SCALING_DAYS if d != base_days}
+        by_days = {base_days: {b: arms[b] for b in ("max_min", other)}}
+        for d, runs in more.items():
+            by_days[d] = {b: [r[b] for r in runs] for b in ("max_min", other)}
+            for b, results in by_days[d].items():
+                study.verify(results, f"backup {b}, {d} logged days")
+    except study.StudyRefused as err:
+        print(f"litrepro: error: {err}; nothing written", file=sys.stderr)
         return 1
-    results = study.load(args.out / "main" / "pinterest_rlbp")
-    ablation = study.load(args.out / "gamma0" / "pinterest_rlbp")
-    rows = study.comparisons(results)
+    print(f"scaling done ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
+
+    results = arms["max_min"]
+    params = {k: v for k, v in dataclasses.asdict(RLBPConfig()).items() if k != "seed"}
+    provenance = {"source_sha256": study.source_hashes(), "parameters": params}
+    comparison = {"n_seeds": len(seeds), "seeds": seeds, "backup": "max_min", "comparisons": study.comparisons(results),
+                  "check_pass_rates": study.check_pass_rates(results), "per_seed": study.per_seed_figures(results),
+                  "reference_points": study.reference_points(results), "provenance": provenance}
     front = study.frontier(results)
-    reference = study.reference_points(results)
-    payload = {"n_seeds": len(results), "seeds": [r["seed"] for r in results], "comparisons": rows,
-               "check_pass_rates": study.check_pass_rates(results),
-               "per_seed": study.per_seed_figures(results),
-               "reference_points": reference,
-               "ablation_gamma_0": {"comparisons": study.comparisons(ablation),
-                                    "across_gamma": study.across_gamma(results, ablation),
-                                    "per_seed": study.per_seed_figures(ablation)},
-               "provenance": {"source_sha256": source_hashes("pinterest_rlbp"),
-                              "parameters": {k: v for k, v in results[0]["provenance"]["parameters"].items()
-                                             if k != "seed"}}}
-    atomic.write_json(study.COMPARISON, payload)
+    backup = {"n_seeds": len(seeds), "seeds": seeds, "backups": rows, "best_other_backup": other,
+              "policy_rounds": RLBPConfig().policy_rounds, "headroom": study.headroom_summary(results),
+              "scaling": study.scaling_rows(by_days),
+              "check_pass_rates": {b: study.check_pass_rates(r) for b, r in arms.items()},
+              "per_seed": {b: {str(r["seed"]): {"learned_true_value": r["beyond_seed_metrics"]["learned_true_value"],
+                                                "control_ratio": r["beyond_seed_metrics"]["control_ratio"],
+                                                "headroom": r["headroom"]} for r in arms[b]} for b in study.BACKUPS},
+              "provenance": provenance}
+    atomic.write_json(study.COMPARISON, comparison)
     atomic.write_json(study.FRONTIER, front)
-    plotting.save_png(study.comparison_plot(rows), study.FOLDER / "policy_comparison.png")
-    plotting.save_png(rlbp_plots.lambda_frontier(front, reference,
-                                                 title=f"value vs CPC overshoot by lambda, {len(results)} seeds (bars: s.e.)"),
+    atomic.write_json(study.BACKUP_STUDY, backup)
+    plotting.save_png(study.comparison_plot(comparison["comparisons"]), study.FOLDER / "policy_comparison.png")
+    plotting.save_png(rlbp_plots.lambda_frontier(front["points"], comparison["reference_points"],
+                                                 title=f"value vs CPC overshoot by lambda, {len(seeds)} seeds (bars: s.e.)"),
                       study.FOLDER / "lambda_frontier.png")
-    for label, table in (("gamma as configured", rows), ("ablation: gamma = 0", payload["ablation_gamma_0"]["comparisons"]),
-                         ("across gamma", payload["ablation_gamma_0"]["across_gamma"])):
-        print(f"-- {label}")
-        for r in table:
-            print(f"{r['comparison']:34s} {r['metric']:18s} {r['mean_difference']:+.4f} "
-                  f"[{r['ci95_low']:+.4f}, {r['ci95_high']:+.4f}] {r['verdict']}")
+    plotting.save_png(study.backup_plot(backup), study.FOLDER / "backup_study.png")
+    for r in rows:
+        print(f"{r['backup']:13s} learned-fixed {r['learned_minus_fixed']['mean_difference']:+.4f} "
+              f"[{r['learned_minus_fixed']['ci95_low']:+.4f}, {r['learned_minus_fixed']['ci95_high']:+.4f}]  "
+              f"share of per-kind headroom {r['share_of_best_per_kind_headroom']['share']:+.2f}")
+    for r in backup["scaling"]:
+        x = r["learned_minus_fixed"]
+        print(f"{r['backup']:13s} days {r['logged_days']:2d} learned-fixed {x['mean_difference']:+.4f} "
+              f"[{x['ci95_low']:+.4f}, {x['ci95_high']:+.4f}]")
+    print(f"wrote {study.COMPARISON.name}, {study.FRONTIER.name}, {study.BACKUP_STUDY.name} "
+          f"({time.perf_counter() - start:.0f} s)", file=sys.stderr)
     return 0
 
 

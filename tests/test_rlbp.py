@@ -212,7 +212,7 @@ def test_critic_training_is_a_real_regression():
     assert report["parameter_change"] > 0
     assert len(report["td_loss_value"]) == world.cfg.critic_steps
     assert ex.reward_regression_update(report, data["train"])
-    assert sum(report["heldout_after"]) < ex.CONTROL_MARGIN * sum(report["control_heldout_after"])
+    assert sum(report["heldout_after"]) < ex.CONTROL_MARGIN["max_min"] * sum(report["control_heldout_after"])
     # The control's targets carry no state-action signal: same multiset of rewards, other order.
     shuffled = data["train"].with_permuted_rewards(torch.Generator().manual_seed(0))
     assert torch.equal(shuffled.value_reward.sort().values, data["train"].value_reward.sort().values)
@@ -391,3 +391,58 @@ def test_offline_guard_refuses_each_socket_path_and_counts_hub_as_a_model():
         tcp.close()
         udp.close()
     assert (guard.network_calls, guard.pretrained_model_calls) == (4, 1)
+
+
+@pytest.mark.parametrize("kind", ["max_min", "fused_greedy", "policy", "none"])
+def test_every_backup_matches_its_plain_loop(kind):
+    """backup_targets against backup_reference, on random rows with terminal and bootstrapping transitions."""
+    from litrepro.rlbp.critic import backup_reference
+
+    g = torch.Generator().manual_seed(11)
+    n = 64
+    r, c = torch.randn(n, generator=g, dtype=torch.float64), torch.randn(n, generator=g, dtype=torch.float64)
+    qv, qc = torch.randn(n, 9, generator=g, dtype=torch.float64), torch.randn(n, 9, generator=g, dtype=torch.float64)
+    done = (torch.rand(n, generator=g) < 0.3).to(torch.float64)
+    probs = torch.softmax(torch.randn(n, 9, generator=g, dtype=torch.float64), -1)
+    y_v, y_c = backup_targets(r, c, qv, qc, done, 0.9, kind=kind, lam=1.5, next_probs=probs)
+    ref_v, ref_c = backup_reference(r, c, qv, qc, done, 0.9, kind=kind, lam=1.5, next_probs=probs)
+    assert torch.allclose(y_v, torch.tensor(ref_v, dtype=torch.float64), rtol=0, atol=1e-12)
+    assert torch.allclose(y_c, torch.tensor(ref_c, dtype=torch.float64), rtol=0, atol=1e-12)
+
+
+def test_backups_differ_where_they_should():
+    """Hand row: value wants action 0, cost wants action 1, the fused score (lambda 1) wants action 2."""
+    qv = torch.tensor([[3.0, 0.0, 2.5] + [-9.0] * 6], dtype=torch.float64)
+    qc = torch.tensor([[2.0, -1.0, 0.0] + [9.0] * 6], dtype=torch.float64)
+    one, zero = torch.tensor([0.0], dtype=torch.float64), torch.tensor([0.0], dtype=torch.float64)
+    probs = torch.tensor([[0.5, 0.5] + [0.0] * 7], dtype=torch.float64)
+    got = {k: [float(x) for x in backup_targets(one, zero, qv, qc, zero, 1.0, kind=k, lam=1.0, next_probs=probs)]
+           for k in ("max_min", "fused_greedy", "policy", "none")}
+    assert got == {"max_min": [3.0, -1.0], "fused_greedy": [2.5, 0.0], "policy": [1.5, 0.5], "none": [0.0, 0.0]}
+
+
+def test_headroom_oracles_are_ordered_and_exact_on_the_constants():
+    cfg = RLBPConfig(n_campaigns=48, eval_days=2)
+    g = torch.Generator().manual_seed(4)
+    world = ex.build_world(cfg, g, torch.device("cpu"))
+    days = ex.draw_eval_days(world, g)
+    room = ex.headroom(world, days, g)
+    # the fixed gain is action 4, and each oracle is at least as good as the one that knows less
+    assert room["fixed_gain"] == room["constant"][ex.FIXED_GAIN_ACTION]
+    assert room["best_constant"] == max(room["constant"])
+    assert room["fixed_gain"] <= room["best_constant"] <= room["best_per_kind"] + 1e-12
+    assert room["best_per_kind"] <= room["best_per_campaign"] + 1e-12
+    # a constant action's truth is what simulate_truth reports for it
+    truth = ex.simulate_truth(world, days, ex.constant_policy(2), g, cfg.lambda_cpc)
+    assert truth["true_value"] == pytest.approx(room["constant"][2], rel=1e-12)
+
+
+def test_policy_backup_alternates_and_keeps_the_critic_step_budget():
+    cfg = RLBPConfig(n_campaigns=64, logged_days=2, critic_steps=90, actor_steps=30, policy_rounds=3,
+                     critic_backup="policy")
+    g = torch.Generator().manual_seed(6)
+    world = ex.build_world(cfg, g, torch.device("cpu"))
+    data = ex.collect_logged_data(world, g)
+    critic, report, actor, actor_report = ex.fit_critic_and_actor(world, data, g)
+    assert len(report["td_loss_value"]) == cfg.critic_steps and report["policy_rounds"] == 3
+    assert report["target_lag_error"] == 0.0 and report["td_loss_reference_error"] < 1e-9

@@ -45,6 +45,9 @@ class RLBPConfig:
     critic_lr: float = knob(0.001, "Adam learning rate of the critic.", lo=0.0, lo_open=True)
     batch_size: int = knob(256, "Transitions per TD minibatch.", lo=1)
     target_update_every: int = knob(50, "Steps between target-network copies.", lo=1)
+    critic_backup: str = knob("max_min", "TD backup: max_min (the seed's), fused_greedy, policy or none (gamma 0).",
+                              choices=("max_min", "fused_greedy", "policy", "none"))
+    policy_rounds: int = knob(3, "critic_backup=policy: critic and actor fits alternate this many times.", lo=1)
     # Actor (Section 6)
     top_k: int = knob(3, "Support size of the policy.", lo=1, hi=9)
     actor_steps: int = knob(400, "Actor updates on the fused critic scores.", lo=1)
@@ -56,6 +59,9 @@ class RLBPConfig:
         if self.steps_per_day % self.segments_per_day:
             raise ValueError(f"parameter 'segments_per_day' = {self.segments_per_day} must divide "
                              f"'steps_per_day' = {self.steps_per_day}")
+        if self.critic_backup == "policy" and self.critic_steps % self.policy_rounds:
+            raise ValueError(f"parameter 'policy_rounds' = {self.policy_rounds} must divide "
+                             f"'critic_steps' = {self.critic_steps}")
         if len(self.gain_multipliers) != 3:
             raise ValueError(f"parameter 'gain_multipliers' must have 3 values for the 3x3 grid, got {len(self.gain_multipliers)}")
         if self.kp_min > self.kp_max or self.ki_min > self.ki_max:

@@ -9,6 +9,16 @@ For a logged transition (s, a, r^v, c, s', d) and discount gamma:
 Qbar is a target network copied every ``target_update_every`` steps.  The
 targets are built from the rewards the simulator actually produced; nothing is
 regressed onto synthetic labels.
+
+The max/min pair above is the seed's (``opposite_backup_directions``) and the
+default ``critic_backup``.  Three other backups are our reconstruction, kept as
+arms of the backup study (``litrepro.rlbp.study``), each with keep = gamma (1 - d):
+
+    fused_greedy:  a* = argmax_a' Qbar^v(s', a') - lambda Qbar^c(s', a')
+                   y^v = r^v + keep Qbar^v(s', a*),   y^c = c + keep Qbar^c(s', a*)
+    policy:        y^v = r^v + keep sum_a' pi(a'|s') Qbar^v(s', a'),  y^c likewise with Qbar^c
+                   (pi: the served top-k policy, or mu before an actor exists)
+    none:          y^v = r^v,  y^c = c          (gamma = 0: no bootstrapping)
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import Tensor, nn
@@ -69,37 +80,77 @@ class TwoHeadCritic(nn.Module):
         return out[:, :N_ACTIONS], out[:, N_ACTIONS:]        # (B, 9) value, (B, 9) CPC
 
 
-def backup_targets(value_reward: Tensor, cpc_cost: Tensor, q_value_next: Tensor, q_cpc_next: Tensor,
-                   done: Tensor, gamma: float) -> tuple[Tensor, Tensor]:
-    """y^v = r^v + gamma (1-d) max Q^v(s', .);  y^c = c + gamma (1-d) min Q^c(s', .).
+BACKUPS = ("max_min", "fused_greedy", "policy", "none")
 
-    Args: rewards/costs/done (B,), next-state Q tables (B, 9).  Returns (B,), (B,).
+#: next-state policy for the ``policy`` backup: states (B, F) -> probabilities (B, 9)
+NextPolicy = Callable[[Tensor], Tensor]
+
+
+def backup_targets(value_reward: Tensor, cpc_cost: Tensor, q_value_next: Tensor, q_cpc_next: Tensor,
+                   done: Tensor, gamma: float, *, kind: str = "max_min", lam: float = 0.0,
+                   next_probs: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """The TD targets (y^v, y^c) of backup ``kind`` (module docstring); max_min is the seed's:
+    y^v = r^v + gamma (1-d) max Q^v(s', .);  y^c = c + gamma (1-d) min Q^c(s', .).
+
+    Args: rewards/costs/done (B,), next-state Q tables (B, 9), ``next_probs`` (B, 9) for
+    ``policy``, ``lam`` for ``fused_greedy``.  Returns (B,), (B,).
     """
     keep = gamma * (1.0 - done)                                      # (B,)
-    y_value = value_reward + keep * q_value_next.max(dim=1).values   # max backup for a reward
-    y_cpc = cpc_cost + keep * q_cpc_next.min(dim=1).values           # min backup for a cost
-    return y_value, y_cpc
+    if kind == "max_min":
+        return (value_reward + keep * q_value_next.max(dim=1).values,   # max backup for a reward
+                cpc_cost + keep * q_cpc_next.min(dim=1).values)         # min backup for a cost
+    if kind == "fused_greedy":
+        a_star = (q_value_next - lam * q_cpc_next).argmax(dim=1, keepdim=True)            # (B, 1) one next action
+        return (value_reward + keep * q_value_next.gather(1, a_star).squeeze(1),
+                cpc_cost + keep * q_cpc_next.gather(1, a_star).squeeze(1))
+    if kind == "policy":
+        if next_probs is None:
+            raise ValueError("the 'policy' backup needs next_probs (B, 9)")
+        return (value_reward + keep * (next_probs * q_value_next).sum(1),
+                cpc_cost + keep * (next_probs * q_cpc_next).sum(1))
+    if kind == "none":
+        return value_reward.clone(), cpc_cost.clone()
+    raise ValueError(f"unknown critic_backup {kind!r} (known: {', '.join(BACKUPS)})")
 
 
-def backup_reference(value_reward, cpc_cost, q_value_next, q_cpc_next, done, gamma) -> tuple[list, list]:
+def backup_reference(value_reward, cpc_cost, q_value_next, q_cpc_next, done, gamma, *, kind: str = "max_min",
+                     lam: float = 0.0, next_probs=None) -> tuple[list, list]:
     """The same backups as plain Python loops over rows and actions (for checks)."""
     y_value, y_cpc = [], []
     for i in range(len(value_reward)):
-        best, cheapest = float("-inf"), float("inf")
-        for a in range(len(q_value_next[i])):
-            best = max(best, float(q_value_next[i][a]))
-            cheapest = min(cheapest, float(q_cpc_next[i][a]))
-        keep = gamma * (1.0 - float(done[i]))
-        y_value.append(float(value_reward[i]) + keep * best)
-        y_cpc.append(float(cpc_cost[i]) + keep * cheapest)
+        qv, qc = [float(x) for x in q_value_next[i]], [float(x) for x in q_cpc_next[i]]
+        if kind == "max_min":
+            next_v, next_c = float("-inf"), float("inf")
+            for a in range(len(qv)):
+                next_v, next_c = max(next_v, qv[a]), min(next_c, qc[a])
+        elif kind == "fused_greedy":
+            best = 0
+            for a in range(1, len(qv)):
+                if qv[a] - lam * qc[a] > qv[best] - lam * qc[best]:
+                    best = a
+            next_v, next_c = qv[best], qc[best]
+        elif kind == "policy":
+            probs = [float(x) for x in next_probs[i]]
+            next_v = next_c = 0.0
+            for a in range(len(qv)):
+                next_v += probs[a] * qv[a]
+                next_c += probs[a] * qc[a]
+        else:                                                        # none
+            next_v = next_c = 0.0
+        keep = gamma * (1.0 - float(done[i])) if kind != "none" else 0.0
+        y_value.append(float(value_reward[i]) + keep * next_v)
+        y_cpc.append(float(cpc_cost[i]) + keep * next_c)
     return y_value, y_cpc
 
 
-def td_losses(critic: TwoHeadCritic, target: TwoHeadCritic, batch: Transitions, gamma: float) -> tuple[Tensor, Tensor]:
-    """(L^v, L^c) on ``batch``; targets from ``target`` under no_grad."""
+def td_losses(critic: TwoHeadCritic, target: TwoHeadCritic, batch: Transitions, gamma: float, *,
+              kind: str = "max_min", lam: float = 0.0, policy: NextPolicy | None = None) -> tuple[Tensor, Tensor]:
+    """(L^v, L^c) on ``batch``; targets from ``target`` under no_grad, by backup ``kind``."""
     with torch.no_grad():
         qv_next, qc_next = target(batch.next_state)                                  # (B, 9) each
-        y_value, y_cpc = backup_targets(batch.value_reward, batch.cpc_cost, qv_next, qc_next, batch.done, gamma)
+        probs = policy(batch.next_state) if kind == "policy" else None               # (B, 9)
+        y_value, y_cpc = backup_targets(batch.value_reward, batch.cpc_cost, qv_next, qc_next, batch.done, gamma,
+                                        kind=kind, lam=lam, next_probs=probs)
     q_value, q_cpc = critic(batch.state)                                             # (B, 9) each
     taken = batch.action[:, None]
     loss_value = (q_value.gather(1, taken).squeeze(1) - y_value).pow(2).mean()
@@ -107,8 +158,8 @@ def td_losses(critic: TwoHeadCritic, target: TwoHeadCritic, batch: Transitions, 
     return loss_value, loss_cpc
 
 
-def td_loss_reference(critic: TwoHeadCritic, target: TwoHeadCritic, batch: Transitions,
-                      gamma: float) -> tuple[float, float]:
+def td_loss_reference(critic: TwoHeadCritic, target: TwoHeadCritic, batch: Transitions, gamma: float, *,
+                      kind: str = "max_min", lam: float = 0.0, policy: NextPolicy | None = None) -> tuple[float, float]:
     """The same (L^v, L^c) as :func:`td_losses`, written out with plain loops (for checks).
 
     It reads the two heads straight from the output layer (columns 0-8 value, 9-17
@@ -120,8 +171,10 @@ def td_loss_reference(critic: TwoHeadCritic, target: TwoHeadCritic, batch: Trans
     with torch.no_grad():
         now = critic.heads(critic.trunk(batch.state)).tolist()                   # N rows of 18
         nxt = target.heads(target.trunk(batch.next_state)).tolist()              # N rows of 18
+        probs = policy(batch.next_state).tolist() if kind == "policy" else None  # N rows of 9
     y_value, y_cpc = backup_reference(batch.value_reward.tolist(), batch.cpc_cost.tolist(), [r[:n] for r in nxt],
-                                      [r[n:] for r in nxt], batch.done.tolist(), gamma)
+                                      [r[n:] for r in nxt], batch.done.tolist(), gamma, kind=kind, lam=lam,
+                                      next_probs=probs)
     sq_value = sq_cpc = 0.0
     for i, a in enumerate(batch.action.tolist()):
         sq_value += (now[i][a] - y_value[i]) ** 2
@@ -129,51 +182,74 @@ def td_loss_reference(critic: TwoHeadCritic, target: TwoHeadCritic, batch: Trans
     return sq_value / len(batch), sq_cpc / len(batch)
 
 
-def td_loss_reference_error(critic: TwoHeadCritic, batch: Transitions, gamma: float, rows: int = 512) -> float:
+def td_loss_reference_error(critic: TwoHeadCritic, batch: Transitions, gamma: float, rows: int = 512, **backup) -> float:
     """Largest relative gap between :func:`td_losses` and :func:`td_loss_reference` on the first
-    ``rows`` transitions of ``batch``, with ``critic`` as its own target."""
+    ``rows`` transitions of ``batch``, with ``critic`` as its own target (``backup``: kind, lam, policy)."""
     part = batch.index(torch.arange(min(rows, len(batch)), device=batch.action.device))
     with torch.no_grad():
-        losses = [float(x) for x in td_losses(critic, critic, part, gamma)]
-    reference = td_loss_reference(critic, critic, part, gamma)
+        losses = [float(x) for x in td_losses(critic, critic, part, gamma, **backup)]
+    reference = td_loss_reference(critic, critic, part, gamma, **backup)
     return max(abs(a - b) / max(abs(b), 1e-300) for a, b in zip(losses, reference))
 
 
-def heldout_td_loss(critic: TwoHeadCritic, batch: Transitions, gamma: float) -> tuple[float, float]:
+def heldout_td_loss(critic: TwoHeadCritic, batch: Transitions, gamma: float, **backup) -> tuple[float, float]:
     """TD loss of ``critic`` on a held-out batch, bootstrapping from itself."""
     with torch.no_grad():
-        lv, lc = td_losses(critic, critic, batch, gamma)
+        lv, lc = td_losses(critic, critic, batch, gamma, **backup)
     return float(lv), float(lc)
 
 
+def _flat(module: nn.Module) -> Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in module.parameters()])
+
+
+def sync_target(target: nn.Module, critic: nn.Module) -> None:
+    """Qbar <- Q: copy the critic's weights into the target network."""
+    target.load_state_dict(critic.state_dict())
+
+
 def train_critic(critic: TwoHeadCritic, train: Transitions, heldout: Transitions, *, steps: int, lr: float,
-                 batch_size: int, gamma: float, target_update_every: int,
-                 generator: torch.Generator) -> dict:
+                 batch_size: int, gamma: float, target_update_every: int, generator: torch.Generator,
+                 kind: str = "max_min", lam: float = 0.0, policy: NextPolicy | None = None,
+                 first_step: int = 0) -> dict:
     """TD regression; returns the loss curves and the held-out losses before and after.
 
     Returns a dict with ``td_loss_value``/``td_loss_cpc`` (steps,) training curves,
     ``heldout_before``/``heldout_after`` as (value, cpc) pairs,
-    ``parameter_change`` (L2 distance the critic's weights moved) and
-    ``trained_campaigns``, the campaigns of the transitions its minibatches drew.
+    ``parameter_change`` (L2 distance the critic's weights moved),
+    ``trained_campaigns``, the campaigns of the transitions its minibatches drew,
+    ``heldout_evaluated_campaigns``, those of the batch its held-out losses were measured on, and
+    ``target_lag_error``: the audit of the target network.  At every step the audit
+    keeps its own copy of the critic's weights from the last step s with
+    s % target_update_every == 0 (taken before that step's update, as the schedule
+    says the copy happens) and measures max |target - copy| over all steps; it is 0
+    exactly when the target was synced on schedule and never otherwise written.
+    ``first_step`` continues the schedule of an earlier call (the ``policy`` backup's rounds).
     """
+    backup = dict(kind=kind, lam=lam, policy=policy)
     start = [p.detach().clone() for p in critic.parameters()]
-    before = heldout_td_loss(critic, heldout, gamma)
+    before = heldout_td_loss(critic, heldout, gamma, **backup)
     target = copy.deepcopy(critic).requires_grad_(False)
     opt = torch.optim.Adam(critic.parameters(), lr=lr)
     curve_v, curve_c, drawn = [], [], []
-    for step in range(steps):
+    scheduled, lag = None, 0.0
+    for step in range(first_step, first_step + steps):
         if step % target_update_every == 0:
-            target.load_state_dict(critic.state_dict())
+            sync_target(target, critic)
+        if step % target_update_every == 0 or scheduled is None:   # the audit's own copy, by the schedule
+            scheduled = _flat(critic)
+        lag = max(lag, float((_flat(target) - scheduled).abs().max()))
         idx = torch.randint(len(train), (batch_size,), generator=generator).to(train.action.device)
         drawn.append(idx)
-        loss_v, loss_c = td_losses(critic, target, train.index(idx), gamma)
+        loss_v, loss_c = td_losses(critic, target, train.index(idx), gamma, **backup)
         opt.zero_grad(set_to_none=True)
         (loss_v + loss_c).backward()
         opt.step()
         curve_v.append(loss_v.item())
         curve_c.append(loss_c.item())
-    after = heldout_td_loss(critic, heldout, gamma)
+    after = heldout_td_loss(critic, heldout, gamma, **backup)
     change = torch.sqrt(sum(((p.detach() - q) ** 2).sum() for p, q in zip(critic.parameters(), start)))
     return {"td_loss_value": curve_v, "td_loss_cpc": curve_c, "heldout_before": before,
-            "heldout_after": after, "parameter_change": float(change),
+            "heldout_after": after, "parameter_change": float(change), "target_lag_error": lag,
+            "heldout_evaluated_campaigns": torch.unique(heldout.campaign).tolist(),
             "trained_campaigns": torch.unique(train.campaign[torch.cat(drawn)]).tolist() if drawn else []}

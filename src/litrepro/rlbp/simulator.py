@@ -92,6 +92,7 @@ class DayLog:
     ki: Tensor            # (T, C)
     phi: Tensor           # (T, C)
     spent_fraction: Tensor  # (T, C) after step t
+    clicks: Tensor        # (T, C) cumulative clicks after step t
 
 
 #: Campaign kinds: which constraint binds when the controller paces the budget.
@@ -192,7 +193,7 @@ def simulate_day(c: Campaigns, draws: DayDraws, policy: Policy, s: SimSettings,
     dt = 1.0 / steps
     zeros = torch.zeros(n, dtype=F64, device=c.budget.device)
     spent, clicks, integral, phi, e_prev = zeros.clone(), zeros.clone(), zeros.clone(), zeros.clone(), None
-    trace = {k: [] for k in ("errors", "d_term", "kp", "ki", "phi", "spent_fraction")}
+    trace = {k: [] for k in ("errors", "d_term", "kp", "ki", "phi", "spent_fraction", "clicks")}
     seg = {k: [] for k in ("states", "actions", "propensity", "value_reward", "cpc", "cpc_cost")}
 
     def error_at(step):
@@ -215,7 +216,7 @@ def simulate_day(c: Campaigns, draws: DayDraws, policy: Policy, s: SimSettings,
                                                  draws.live[t])
             spent, clicks = spent + new_spend, clicks + new_clicks
             for name, value in (("errors", e), ("d_term", d), ("kp", kp), ("ki", ki), ("phi", phi),
-                                ("spent_fraction", spent / c.budget)):
+                                ("spent_fraction", spent / c.budget), ("clicks", clicks)):
                 trace[name].append(value)
         seg_spent, seg_clicks = spent - spent0, clicks - clicks0
         click_scale = c.budget / (c.target_cpc * s.segments)                   # clicks of a perfectly paced segment
