@@ -446,3 +446,22 @@ def test_policy_backup_alternates_and_keeps_the_critic_step_budget():
     critic, report, actor, actor_report = ex.fit_critic_and_actor(world, data, g)
     assert len(report["td_loss_value"]) == cfg.critic_steps and report["policy_rounds"] == 3
     assert report["target_lag_error"] == 0.0 and report["td_loss_reference_error"] < 1e-9
+
+
+def test_run_equals_the_notebook(tmp_path):
+    """``experiment.run`` (what the fault tests and the study call) and the notebook give the same results."""
+    import json
+
+    from conftest import TINY, run_cli
+
+    out = tmp_path / "out"
+    settings = [a for s in TINY["pinterest_rlbp"] for a in ("--set", s)]
+    done = run_cli("run", "--methods", "pinterest_rlbp", "--seeds", "5", "--out", str(out), "--no-summary-notebook",
+                   "--no-progress", *settings)
+    assert done.returncode == 0, done.stderr
+    (path,) = (out / "pinterest_rlbp").rglob("seed-5.json")               # under the sweep point's folder
+    notebook = json.loads(path.read_text())
+    params = {k: v for k, v in notebook["provenance"]["parameters"].items()}
+    results = ex.run(RLBPConfig(**params))
+    for key in ("metrics", "checks", "extra_checks", "beyond_seed_metrics", "headroom", "lambda_sweep", "eval_day_hashes"):
+        assert notebook[key] == results[key], key

@@ -1,21 +1,24 @@
-"""The committed 20-seed pinterest_rlbp study is current, complete and internally consistent.
+"""The committed 20-seed pinterest_rlbp study is current, complete, internally consistent and checked.
 
 ``make rlbp-study`` writes it; these tests never re-run it.  They check that it was
 made by the current sources and parameters, that every interval recomputes from the
-stored per-seed figures, and what the issue asks of the frontier.
+stored per-seed figures, that every seed's checks held, that the regression-control
+margin sits above the measured clean spread, and what the issue asks of the frontier.
+The refusal logic of the study is tested on hand-made results.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
+import numpy as np
 import pytest
 
-from litrepro import methods
-from litrepro.provenance import source_hashes
 from litrepro.rlbp import experiment as ex
-from litrepro import rlbp_study as study
-from litrepro.worker import job_parameters
+from litrepro.rlbp import study
+from litrepro.rlbp.config import RLBPConfig
+from litrepro.stats import fmt_ci, paired_ci
 
 
 @pytest.fixture(scope="module")
@@ -24,19 +27,24 @@ def comparison():
     return json.loads(study.COMPARISON.read_text())
 
 
-def test_study_is_current_with_the_sources_and_parameters(comparison):
-    stale = sorted(k for k, v in source_hashes("pinterest_rlbp").items()
-                   if comparison["provenance"]["source_sha256"].get(k) != v)
-    assert not stale, f"policy_comparison.json is stale for {stale}: run `make rlbp-study`"
-    defaults = job_parameters(methods.get("pinterest_rlbp"), 0, None, {})
-    defaults.pop("seed")
-    assert comparison["provenance"]["parameters"] == defaults
+@pytest.fixture(scope="module")
+def backups():
+    assert study.BACKUP_STUDY.is_file(), "run `make rlbp-study` and commit rendered/pinterest_rlbp/"
+    return json.loads(study.BACKUP_STUDY.read_text())
+
+
+@pytest.mark.parametrize("name", ["COMPARISON", "BACKUP_STUDY"])
+def test_study_is_current_with_the_sources_and_parameters(name):
+    data = json.loads(getattr(study, name).read_text())
+    stale = sorted(k for k, v in study.source_hashes().items() if data["provenance"]["source_sha256"].get(k) != v)
+    assert not stale, f"{getattr(study, name).name} is stale for {stale}: run `make rlbp-study`"
+    defaults = {k: v for k, v in dataclasses.asdict(RLBPConfig()).items() if k != "seed"}
+    assert data["provenance"]["parameters"] == defaults
 
 
 def test_study_has_twenty_seeds_and_recomputable_intervals(comparison):
     assert comparison["n_seeds"] >= 20 and len(comparison["per_seed"]) == comparison["n_seeds"]
-    again = study.comparisons_from_figures(comparison["per_seed"])
-    assert again == comparison["comparisons"]
+    assert study.comparisons_from_figures(comparison["per_seed"]) == comparison["comparisons"]
     for row in comparison["comparisons"]:
         assert row["n"] == comparison["n_seeds"]
         assert row["ci95_low"] <= row["mean_difference"] <= row["ci95_high"]
@@ -46,28 +54,75 @@ def test_study_has_twenty_seeds_and_recomputable_intervals(comparison):
             ("IPS - truth (fixed_gain)", "true_value_heldout")} <= names
 
 
-def test_gamma_ablation_is_paired_and_recomputable(comparison):
-    ablation = comparison["ablation_gamma_0"]
-    assert len(ablation["per_seed"]) == comparison["n_seeds"]
-    assert study.comparisons_from_figures(ablation["per_seed"]) == ablation["comparisons"]
-    main = [{"seed": int(s), "beyond_seed_metrics": f} for s, f in comparison["per_seed"].items()]
-    zero = [{"seed": int(s), "beyond_seed_metrics": f} for s, f in ablation["per_seed"].items()]
-    assert study.across_gamma(main, zero) == ablation["across_gamma"]
+def test_every_seed_and_backup_passed_every_check(comparison, backups):
+    assert set(comparison["check_pass_rates"].values()) == {1.0}
+    for backup, rates in backups["check_pass_rates"].items():
+        assert set(rates.values()) == {1.0}, backup
 
 
-def test_a_tampered_figure_is_caught(comparison):
-    per_seed = json.loads(json.dumps(comparison["per_seed"]))
-    first = next(iter(per_seed))
-    per_seed[first]["learned_true_value"] += 1.0
-    assert study.comparisons_from_figures(per_seed) != comparison["comparisons"]
+def test_regression_margin_sits_above_the_measured_clean_spread(backups):
+    """The margin of actual_reward_regression_update comes from the clean ratios' spread, per backup."""
+    for backup, seeds in backups["per_seed"].items():
+        ratios = np.array([s["control_ratio"] for s in seeds.values()])
+        assert ratios.max() + 4 * ratios.std(ddof=1) < ex.CONTROL_MARGIN[backup], (backup, ratios.max())
 
 
-def test_lambda_frontier_covers_the_grid_and_overshoot_falls():
+def test_backup_study_recomputes_and_covers_every_backup(backups):
+    assert backups["n_seeds"] >= 20
+    assert [r["backup"] for r in backups["backups"]] == list(study.BACKUPS)
+    per = backups["per_seed"]
+    for row in backups["backups"]:
+        seeds = sorted(per[row["backup"]], key=int)
+        learned = [per[row["backup"]][s]["learned_true_value"] for s in seeds]
+        fixed = [per[row["backup"]][s]["headroom"]["fixed_gain"] for s in seeds]
+        again = paired_ci(learned, fixed)
+        assert {k: row["learned_minus_fixed"][k] for k in again} == again
+        oracle = [per[row["backup"]][s]["headroom"]["best_per_kind"] for s in seeds]
+        assert row["learned_minus_best_per_kind"]["mean_difference"] == pytest.approx(np.mean(np.subtract(learned, oracle)))
+    # the data and days are shared: the headroom is the same for every backup
+    heads = {b: {s: v["headroom"] for s, v in seeds.items()} for b, seeds in per.items()}
+    assert all(h == heads["max_min"] for h in heads.values())
+    days = {r["logged_days"] for r in backups["scaling"]}
+    assert days == set(study.SCALING_DAYS)
+    assert {r["backup"] for r in backups["scaling"]} == {"max_min", backups["best_other_backup"]}
+
+
+def test_lambda_frontier_covers_the_grid_and_neighbours_are_paired():
     front = json.loads(study.FRONTIER.read_text())
-    assert [row["lambda"] for row in front] == list(ex.LAMBDAS)
-    assert all(len(row["seeds"]) >= 20 for row in front)
-    over = [row["cpc_overshoot"] for row in front]
-    assert all(b <= a for a, b in zip(over, over[1:])), f"CPC overshoot does not fall with lambda: {over}"
-    assert over[-1] < over[0]
-    assert (study.FOLDER / "lambda_frontier.png").stat().st_size > 1000
-    assert (study.FOLDER / "policy_comparison.png").stat().st_size > 1000
+    assert [row["lambda"] for row in front["points"]] == list(ex.LAMBDAS)
+    assert all(len(row["seeds"]) >= 20 for row in front["points"])
+    assert len(front["neighbour_differences"]) == 2 * (len(ex.LAMBDAS) - 1)
+    for name in ("lambda_frontier.png", "policy_comparison.png", "backup_study.png"):
+        assert (study.FOLDER / name).stat().st_size > 1000
+
+
+def _result(seed, hashes, ok=True):
+    return {"seed": seed, "checks": {"a": True}, "extra_checks": {"b": ok}, "eval_day_hashes": hashes}
+
+
+def test_study_refuses_a_seed_whose_checks_failed():
+    study.verify([_result(1, ["x"]), _result(2, ["y"])], "clean")
+    with pytest.raises(study.StudyRefused, match="seeds {2: \\['b'\\]}"):
+        study.verify([_result(1, ["x"]), _result(2, ["y"], ok=False)], "faulty")
+
+
+def test_study_refuses_seeds_that_share_evaluation_days():
+    """Evaluation days drawn from a generator that ignores the seed would repeat across seeds."""
+    with pytest.raises(study.StudyRefused, match="share an evaluation day"):
+        study.verify([_result(1, ["x", "z"]), _result(2, ["z", "w"])], "shared")
+
+
+def test_interval_bounds_print_rounded_outward():
+    assert fmt_ci(-0.023, -0.0015) == "[-0.023, -0.0015]"
+    assert fmt_ci(-0.0234, 0.0105) == "[-0.024, +0.011]"
+    assert fmt_ci(0.0105, 0.0213) == "[+0.010, +0.022]"
+    assert fmt_ci(-0.00149, 0.00149) == "[-0.0015, +0.0015]"
+
+
+def test_headroom_share_interval_contains_the_share():
+    rng = np.random.default_rng(1)
+    head = rng.normal(0.05, 0.01, 20)
+    gain = 0.3 * head + rng.normal(0, 0.005, 20)
+    out = study.headroom_share(gain, head)
+    assert out["ci95_low"] < out["share"] < out["ci95_high"]
+    assert out["share"] == pytest.approx(gain.mean() / head.mean())

@@ -11,6 +11,7 @@ A difference whose interval excludes 0 is what the text may call an effect.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -45,3 +46,26 @@ def verdict(row: Mapping[str, float]) -> str:
     if row["ci95_high"] < 0:
         return "<0"
     return "no detectable difference"
+
+
+def round_outward(x: float, sig: int, up: bool) -> float:
+    """``x`` rounded to ``sig`` significant digits of its own magnitude, up (towards +inf) or down.
+
+    Rounding at the bound's own magnitude never moves it across zero: a bound of -0.0015
+    rounded up at 2 digits stays -0.0015, and 0.0105 rounded up becomes 0.011.
+    """
+    if x == 0 or not math.isfinite(x):
+        return x
+    step = 10.0 ** (math.floor(math.log10(abs(x))) - sig + 1)
+    q = x / step
+    r = round(q)
+    if abs(q - r) > 1e-9 * max(1.0, abs(q)):      # not already on the grid: round outward
+        r = math.ceil(q) if up else math.floor(q)
+    return r * step
+
+
+def fmt_ci(low: float, high: float, sig: int = 2) -> str:
+    """``[low, high]`` with the low bound rounded down and the high bound rounded up (outward), ``sig`` digits."""
+    def show(x: float) -> str:
+        return f"{x:+#.{sig}g}" if x != 0 else "0"
+    return f"[{show(round_outward(low, sig, up=False))}, {show(round_outward(high, sig, up=True))}]"

@@ -21,7 +21,7 @@ from litrepro import methods, recorded
 from litrepro.paths import ROOT
 from litrepro.provenance import package_versions, source_hashes
 from litrepro.report import fmt, fmt_zero
-from litrepro.stats import verdict
+from litrepro.stats import fmt_ci, verdict
 
 SCHEMA_VERSION = 2
 #: Per-seed keys copied verbatim from a seed's results when present (waypoint's audit trail).
@@ -108,10 +108,14 @@ def load_seed_results(results_dir: str | Path, method: str) -> list[dict[str, An
     return [json.loads(p.read_text()) for p in paths]
 
 
-def _pm(stats: Mapping[str, Any] | None, digits: int = 4, zero: bool = False) -> str:
-    """``mean ± std (n=..)``; with ``zero``, both through :func:`report.fmt_zero` (rounding residue as a bound)."""
+def _pm(stats: Mapping[str, Any] | None, digits: int = 4, zero: bool = False, count: bool = False) -> str:
+    """``mean ± std (n=..)``; with ``zero``, both through :func:`report.fmt_zero` (rounding residue as a bound);
+    with ``count`` (integer figures such as call counts), plainly, without a bound."""
     if not stats:
         return "-"
+    if count:
+        std = "n/a" if stats.get("std") is None else fmt(float(stats["std"]), 2)
+        return f"{fmt(float(stats['mean']), digits)} ± {std} (n={stats['n']})"
     show = fmt_zero if zero else (lambda v: fmt(v, digits))
     std = "n/a" if stats.get("std") is None else (fmt_zero(stats["std"]) if zero else fmt(stats["std"], 2))
     return f"{show(stats['mean'])} ± {std} (n={stats['n']})"
@@ -125,10 +129,13 @@ def metrics_table(method: str, results: list[Mapping[str, Any]]):
     """
     ours = _aggregate([r["metrics"] for r in results])
     rec = recorded.aggregate_metrics(method)
+    counts = {n for n in ours if all(isinstance(r["metrics"].get(n), int) and not isinstance(r["metrics"].get(n), bool)
+                                     for r in results)}
     rows = []
     for n in sorted(set(ours) | set(rec)):
-        zero = n in rec and rec[n]["mean"] == 0 and not rec[n].get("std")
-        rows.append({"metric": n, "this run": _pm(ours.get(n), zero=zero), "recorded (seed file)": _pm(rec.get(n))})
+        zero = n in rec and rec[n]["mean"] == 0 and not rec[n].get("std") and n not in counts
+        rows.append({"metric": n, "this run": _pm(ours.get(n), zero=zero, count=n in counts),
+                     "recorded (seed file)": _pm(rec.get(n), count=n in counts)})
     return pd.DataFrame(rows).set_index("metric")
 
 
@@ -147,10 +154,33 @@ def study_table(path: str | Path):
     standard = {"comparison", "metric", "n", "mean_difference", "ci95_low", "ci95_high", "verdict"}
     extra = sorted({k for r in rows for k in r} - standard)       # e.g. student_start, teacher_rl_rollouts
     table = [{**{k: str(r.get(k, "")) for k in extra}, "comparison": r["comparison"], "metric": r["metric"],
-              "n": r["n"], "mean difference": fmt(r["mean_difference"], 3),
-              "95% CI": f"[{fmt(r['ci95_low'], 3)}, {fmt(r['ci95_high'], 3)}]",
+              "n": r["n"], "mean difference": fmt(r["mean_difference"], 2),
+              "95% CI (bounds rounded outward)": fmt_ci(r["ci95_low"], r["ci95_high"]),
               "verdict": verdict(r)} for r in rows]
     return pd.DataFrame(table).set_index([*extra, "comparison", "metric"])
+
+
+def backup_table(path: str | Path):
+    """``pinterest_rlbp``'s backup study as strings, or ``None`` when absent: per backup (and logged days),
+    learned - fixed gain and learned - per-kind oracle with 95% CIs, and the share of the per-kind headroom."""
+    path = Path(path)
+    path = path if path.is_absolute() else ROOT / path
+    if not path.is_file():
+        return None
+    data = json.loads(path.read_text())
+
+    def ci(r: Mapping[str, Any]) -> str:
+        return f"{fmt(r['mean_difference'], 2)} {fmt_ci(r['ci95_low'], r['ci95_high'])}"
+
+    rows = [{"backup": r["backup"], "logged days": 4, "learned - fixed gain": ci(r["learned_minus_fixed"]),
+             "learned - per-kind oracle": ci(r["learned_minus_best_per_kind"]),
+             "share of per-kind headroom": f"{fmt(r['share_of_best_per_kind_headroom']['share'], 2)} "
+             + fmt_ci(r["share_of_best_per_kind_headroom"]["ci95_low"], r["share_of_best_per_kind_headroom"]["ci95_high"])}
+            for r in data["backups"]]
+    rows += [{"backup": r["backup"], "logged days": r["logged_days"], "learned - fixed gain": ci(r["learned_minus_fixed"]),
+              "learned - per-kind oracle": ci(r["learned_minus_best_per_kind"]), "share of per-kind headroom": ""}
+             for r in data["scaling"] if r["logged_days"] != 4]
+    return pd.DataFrame(rows).set_index(["backup", "logged days"])
 
 
 def checks_per_seed(results: list[Mapping[str, Any]]):

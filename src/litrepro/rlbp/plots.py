@@ -70,3 +70,26 @@ def lambda_frontier(rows: list[Mapping[str, Any]], points: Mapping[str, tuple[fl
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
     return fig
+
+
+def headroom(room: Mapping[str, Any], learned: float, title: str) -> Figure:
+    """The fused truth of each constant action, the three oracles and the learned policy (one seed).
+
+    ``room`` is :func:`litrepro.rlbp.experiment.headroom`'s dict; ``learned`` the learned policy's truth.
+    """
+    fig = Figure(figsize=(7.2, 3.8))
+    ax = fig.subplots()
+    constant = list(room["constant"])
+    ax.bar(range(len(constant)), constant, color=["C1" if a == 4 else "C0" for a in range(len(constant))])
+    for value, label, style in ((room["best_per_campaign"], "best constant per campaign (hindsight)", ":"),
+                                (room["best_per_kind"], "best constant per kind", "--"),
+                                (learned, "learned policy", "-")):
+        ax.axhline(value, color="k" if label != "learned policy" else "C3", ls=style, lw=1.2, label=label)
+    low = min(constant + [learned])
+    high = max(constant + [learned, room["best_per_campaign"]])
+    ax.set_ylim(low - 0.1 * (high - low), high + 0.35 * (high - low))
+    ax.set_xticks(range(len(constant)), [f"{a}" + (" (fixed)" if a == 4 else "") for a in range(len(constant))], fontsize=8)
+    ax.set(xlabel="constant action", ylabel="fused true value per decision", title=title)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    return fig

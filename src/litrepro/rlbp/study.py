@@ -44,12 +44,20 @@ TRUTH_METRICS = {"true_value": "true_value", "value": "value", "cpc_overshoot": 
 ORACLES = ("best_constant", "best_per_kind", "best_per_campaign")
 
 
+#: Method sources that cannot change the study's numbers: the study calls the package directly, so the
+#: notebook, the figures and printing, and the plumbing (file writing, parameter validation, paths, the
+#: offline guard, error types) can change without making it stale.  What remains: ``rlbp/`` (less its
+#: plots), ``seeding.py`` and the parameter file.
+DISPLAY_ONLY = (".ipynb", "rlbp/plots.py", "litrepro/plotting.py", "litrepro/report.py", "litrepro/recorded.py",
+                "recorded_figures/pinterest_rlbp.json", "litrepro/atomic.py", "litrepro/errors.py",
+                "litrepro/params.py", "litrepro/paths.py", "litrepro/guard.py", "litrepro/__init__.py")
+
+
 def source_hashes() -> dict[str, str]:
-    """sha256 of the files that determine the study's numbers: the method's sources without its notebook
-    (the study calls the package directly; the notebook's prose can change without making it stale)."""
+    """sha256 of the files that determine the study's numbers: the method's sources less :data:`DISPLAY_ONLY`."""
     from litrepro.provenance import source_hashes as method_hashes
 
-    return {k: v for k, v in method_hashes("pinterest_rlbp").items() if not k.endswith(".ipynb")}
+    return {k: v for k, v in method_hashes("pinterest_rlbp").items() if not k.endswith(DISPLAY_ONLY)}
 
 
 class StudyRefused(ValueError):
