@@ -183,6 +183,15 @@ def backup_table(path: str | Path):
     return pd.DataFrame(rows).set_index(["backup", "logged days"])
 
 
+def backup_figure(path: str | Path):
+    """The backup study's forest plot (``litrepro.rlbp.study.backup_plot``), or ``None`` when absent."""
+    from litrepro.rlbp.study import backup_plot
+
+    path = Path(path)
+    path = path if path.is_absolute() else ROOT / path
+    return backup_plot(json.loads(path.read_text())) if path.is_file() else None
+
+
 def checks_per_seed(results: list[Mapping[str, Any]]):
     """One column per seed, one row per check."""
     return pd.DataFrame({f"seed {r['seed']}": {k: str(v) for k, v in r["checks"].items()} for r in results})
