@@ -204,7 +204,7 @@ def test_terminal_transitions_do_not_bootstrap():
 
 
 def test_critic_training_is_a_real_regression():
-    cfg = RLBPConfig(n_campaigns=64, logged_days=2, critic_steps=400)
+    cfg = RLBPConfig(n_campaigns=128, logged_days=3, critic_steps=600)
     g = torch.Generator().manual_seed(2)
     world = ex.build_world(cfg, g, torch.device("cpu"))
     data = ex.collect_logged_data(world, g)

@@ -306,6 +306,133 @@ STAGE_FAULTS = {
 FAULTS.update(STAGE_FAULTS)
 
 
+# --- Faults from a blind audit of the stages (each was uncaught before its check existed) ---------
+
+def _campaigns(original, change):
+    def make(n, steps, opportunities, generator, device):
+        import dataclasses
+        c = original(n, steps, opportunities, generator, device)
+        return dataclasses.replace(c, **change(c))
+    return make
+
+
+def _over_target_with_mean_tau(original):
+    def collect(world, generator):
+        data = original(world, generator)
+        tau = world.campaigns.target_cpc.mean()                                          # fault: one tau for all
+        data["segments_over_target_fraction"] = float((torch.stack([log.cpc for log in data["logs"]]) > tau).double().mean())
+        return data
+    return collect
+
+
+def _online_target(original):
+    def losses(critic, target, batch, gamma, **backup):
+        return original(critic, critic, batch, gamma, **backup)                          # fault: target unused
+    return losses
+
+
+def _sync_swapped(target, critic):
+    critic.load_state_dict(target.state_dict())                                          # fault: arguments swapped
+
+
+def _cpc_head_untrained(original):
+    def losses(critic, target, batch, gamma, **backup):
+        loss_v, loss_c = original(critic, target, batch, gamma, **backup)
+        return loss_v, loss_c.detach()                                                   # fault: CPC loss not backpropagated
+    return losses
+
+
+def _critic_on_a_slice(original):
+    def train(critic, train, heldout, **kw):
+        return original(critic, train.index(torch.arange(len(train) // 4)), heldout, **kw)  # fault: first quarter only
+    return train
+
+
+def _actor_standardised_across_batch(logits, scores, temperature):
+    s = scores.detach()
+    s_hat = (s - s.mean()) / s.std()                                                     # fault: over the batch, not per state
+    return -(torch.softmax(s_hat / temperature, -1) * torch.log_softmax(logits, -1)).mean(-1).mean()
+
+
+def _behaviour_skips_action_8(original):
+    def make(epsilon):
+        def policy(state, generator):
+            n = state.shape[0]
+            action = torch.randint(8, (n,), generator=generator)                         # fault: action 8 never drawn
+            return action.to(state.device), torch.full((n,), 1 / 9, dtype=F64, device=state.device)
+        return policy
+    return make
+
+
+def _truth_on_logged_days(collect_original, truth_original):
+    stash = {}
+
+    def collect(world, generator):
+        data = collect_original(world, generator)
+        stash["draws"] = data["draws"]
+        return data
+
+    def truth(world, days, policy, generator, lam):
+        return truth_original(world, stash["draws"][-len(days):], policy, generator, lam)   # fault: logged days
+    return collect, truth
+
+
+def _per_kind_oracle_wrong(original):
+    def room(world, days, generator):
+        out = original(world, days, generator)
+        return {**out, "best_per_kind": out["best_per_campaign"]}                         # fault: per-campaign max
+    return room
+
+
+def _headroom_without_lambda(original):
+    def room(world, days, generator):
+        import dataclasses
+        return original(dataclasses.replace(world, cfg=dataclasses.replace(world.cfg, lambda_cpc=0.0)), days, generator)
+    return room
+
+
+def _ips_probs_wrong_rows(original):
+    def probs(name, actor, state, cfg):
+        if name == "learned" and state.shape[0] > 1:
+            return original(name, actor, state.flip(0), cfg)                             # fault: pi of other rows
+        return original(name, actor, state, cfg)
+    return probs
+
+
+_collect_for_truth, _truth_logged = _truth_on_logged_days(ex.collect_logged_data, ex.simulate_truth)
+
+AUDIT_FAULTS = {
+    "spend plan shifted one step": ([(ex, "make_campaigns", _campaigns(ex.make_campaigns, lambda c: {
+        "plan": torch.cat([torch.zeros_like(c.plan[:1]), c.plan[:-1]])}))], "extra", "market_matches_its_definition"),
+    "target CPC from exp(logit) instead of sigmoid": ([(ex, "make_campaigns", _campaigns(ex.make_campaigns, lambda c: {
+        "target_cpc": c.target_margin * c.price_scale / torch.exp(c.ctr_logit)}))], "extra",
+        "market_matches_its_definition"),
+    "over-target share against the mean target CPC": ([(ex, "collect_logged_data", _over_target_with_mean_tau(
+        ex.collect_logged_data))], "extra", "market_matches_its_definition"),
+    "TD targets bootstrap from the online critic": ([(critic_mod, "td_losses", _online_target(critic_mod.td_losses))],
+                                                    "check", "opposite_backup_directions"),
+    "target sync with its arguments swapped": ([(critic_mod, "sync_target", _sync_swapped)], "extra",
+                                               "target_network_synced_on_schedule"),
+    "CPC head never trained": ([(critic_mod, "td_losses", _cpc_head_untrained(critic_mod.td_losses))], "check",
+                               "actual_reward_regression_update"),
+    "critic minibatches from a quarter of the training set": ([(ex, "train_critic", _critic_on_a_slice(ex.train_critic))],
+                                                               "extra", "minibatches_cover_training_set"),
+    "actor scores standardised across the batch": ([(actor_mod, "actor_loss", _actor_standardised_across_batch)],
+                                                   "extra", "actor_trained_on_fused_scores"),
+    "behaviour policy never takes action 8 but logs 1/9": ([(ex, "behaviour_policy", _behaviour_skips_action_8(
+        ex.behaviour_policy))], "extra", "logged_actions_follow_mu"),
+    "truth simulated on the logged days": ([(ex, "collect_logged_data", _collect_for_truth),
+                                            (ex, "simulate_truth", _truth_logged)], "extra", "evaluation_days_fresh"),
+    "per-kind oracle takes each campaign's best": ([(ex, "headroom", _per_kind_oracle_wrong(ex.headroom))], "extra",
+                                                   "headroom_matches_reference"),
+    "headroom scored without the CPC term": ([(ex, "headroom", _headroom_without_lambda(ex.headroom))], "extra",
+                                             "headroom_matches_reference"),
+    "IPS reads pi of other rows": ([(ex, "_target_probs", _ips_probs_wrong_rows(ex._target_probs))], "extra",
+                                   "ips_weights_are_served_policy"),
+}
+FAULTS.update(AUDIT_FAULTS)
+
+
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_fault_is_caught(fault, monkeypatch):
     patches, kind, name = FAULTS[fault]

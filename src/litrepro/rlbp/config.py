@@ -53,6 +53,8 @@ class RLBPConfig:
     actor_steps: int = knob(400, "Actor updates on the fused critic scores.", lo=1)
     actor_lr: float = knob(0.01, "Adam learning rate of the actor.", lo=0.0, lo_open=True)
     actor_batch_size: int = knob(256, "States per actor minibatch.", lo=1)
+    actor_temperature: float = knob(0.25, "Temperature T of the critic's Boltzmann policy the actor regresses onto.",
+                                    lo=0.0, lo_open=True)
 
     def check(self) -> None:
         """Cross-field constraints (single-field ranges live in the knobs)."""

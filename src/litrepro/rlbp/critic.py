@@ -182,13 +182,17 @@ def td_loss_reference(critic: TwoHeadCritic, target: TwoHeadCritic, batch: Trans
     return sq_value / len(batch), sq_cpc / len(batch)
 
 
-def td_loss_reference_error(critic: TwoHeadCritic, batch: Transitions, gamma: float, rows: int = 512, **backup) -> float:
+def td_loss_reference_error(critic: TwoHeadCritic, batch: Transitions, gamma: float, rows: int = 512,
+                            target: TwoHeadCritic | None = None, **backup) -> float:
     """Largest relative gap between :func:`td_losses` and :func:`td_loss_reference` on the first
-    ``rows`` transitions of ``batch``, with ``critic`` as its own target (``backup``: kind, lam, policy)."""
+    ``rows`` transitions of ``batch`` (``backup``: kind, lam, policy).  ``target`` should be a
+    network other than ``critic`` (the pipeline passes the control critic), so that TD losses
+    which ignore their target argument and bootstrap from the online critic disagree."""
+    target = critic if target is None else target
     part = batch.index(torch.arange(min(rows, len(batch)), device=batch.action.device))
     with torch.no_grad():
-        losses = [float(x) for x in td_losses(critic, critic, part, gamma, **backup)]
-    reference = td_loss_reference(critic, critic, part, gamma, **backup)
+        losses = [float(x) for x in td_losses(critic, target, part, gamma, **backup)]
+    reference = td_loss_reference(critic, target, part, gamma, **backup)
     return max(abs(a - b) / max(abs(b), 1e-300) for a, b in zip(losses, reference))
 
 
@@ -218,7 +222,9 @@ def train_critic(critic: TwoHeadCritic, train: Transitions, heldout: Transitions
     ``heldout_before``/``heldout_after`` as (value, cpc) pairs,
     ``parameter_change`` (L2 distance the critic's weights moved),
     ``trained_campaigns``, the campaigns of the transitions its minibatches drew,
-    ``heldout_evaluated_campaigns``, those of the batch its held-out losses were measured on, and
+    ``heldout_evaluated_campaigns``, those of the batch its held-out losses were measured on,
+    ``head_changes``: how far each head's output weights moved (value, CPC), ``drawn_rows``
+    and ``draws``: distinct training rows drawn and draws made, and
     ``target_lag_error``: the audit of the target network.  At every step the audit
     keeps its own copy of the critic's weights from the last step s with
     s % target_update_every == 0 (taken before that step's update, as the schedule
@@ -234,10 +240,10 @@ def train_critic(critic: TwoHeadCritic, train: Transitions, heldout: Transitions
     curve_v, curve_c, drawn = [], [], []
     scheduled, lag = None, 0.0
     for step in range(first_step, first_step + steps):
+        if step % target_update_every == 0 or scheduled is None:   # the audit's own copy, by the schedule,
+            scheduled = _flat(critic)                              # taken before the copy is made
         if step % target_update_every == 0:
             sync_target(target, critic)
-        if step % target_update_every == 0 or scheduled is None:   # the audit's own copy, by the schedule
-            scheduled = _flat(critic)
         lag = max(lag, float((_flat(target) - scheduled).abs().max()))
         idx = torch.randint(len(train), (batch_size,), generator=generator).to(train.action.device)
         drawn.append(idx)
@@ -249,7 +255,12 @@ def train_critic(critic: TwoHeadCritic, train: Transitions, heldout: Transitions
         curve_c.append(loss_c.item())
     after = heldout_td_loss(critic, heldout, gamma, **backup)
     change = torch.sqrt(sum(((p.detach() - q) ** 2).sum() for p, q in zip(critic.parameters(), start)))
+    head_w0, head_b0 = start[-2], start[-1]                                           # (18, H), (18,) output layer
+    moved = (critic.heads.weight.detach() - head_w0).abs().sum(1) + (critic.heads.bias.detach() - head_b0).abs()  # (18,)
+    rows = torch.cat(drawn) if drawn else torch.zeros(0, dtype=torch.long)
     return {"td_loss_value": curve_v, "td_loss_cpc": curve_c, "heldout_before": before,
             "heldout_after": after, "parameter_change": float(change), "target_lag_error": lag,
+            "head_changes": (float(moved[:N_ACTIONS].sum()), float(moved[N_ACTIONS:].sum())),
+            "drawn_rows": int(torch.unique(rows).numel()), "draws": int(rows.numel()),
             "heldout_evaluated_campaigns": torch.unique(heldout.campaign).tolist(),
             "trained_campaigns": torch.unique(train.campaign[torch.cat(drawn)]).tolist() if drawn else []}

@@ -403,7 +403,7 @@ def fit_critic(world: World, data: dict, generator: torch.Generator, *, policy=N
     generator.set_state(after_main)
     report["control_heldout_after"] = control_report["heldout_after"]
     report["control_heldout_before"] = control_report["heldout_before"]
-    report["td_loss_reference_error"] = td_loss_reference_error(critic, data["heldout"], cfg.gamma,
+    report["td_loss_reference_error"] = td_loss_reference_error(critic, data["heldout"], cfg.gamma, target=control,
                                                                 **_backup(world, policy))
     report["critics"] = (critic, control, control_train)
     return critic, report
@@ -432,7 +432,7 @@ def fit_policy_iteration(world: World, data: dict, generator: torch.Generator) -
             for key in ("td_loss_value", "td_loss_cpc"):
                 critic_report[key] = critic_report[key] + report[key]
             for key in ("heldout_after", "control_heldout_after", "td_loss_reference_error", "critics",
-                        "heldout_evaluated_campaigns"):
+                        "heldout_evaluated_campaigns", "head_changes", "drawn_rows", "draws"):
                 critic_report[key] = report[key]
             critic_report["parameter_change"] += report["parameter_change"]
             critic_report["target_lag_error"] = max(critic_report["target_lag_error"], report["target_lag_error"])
@@ -473,13 +473,96 @@ def reward_regression_update(report: dict, train: Transitions, backup: str = "ma
 
     The weights moved, the logged rewards and costs vary, the held-out TD loss fell, and,
     the part that needs the real targets, it ended at most ``CONTROL_MARGIN`` times the
+    (both heads' output weights must have moved, so a head left out of the loss fails it)
     held-out TD loss of the permuted-reward control.  A critic regressed onto zeros, onto
     random labels or onto shuffled rewards cannot beat the control by that margin.
     """
     after, control = sum(report["heldout_after"]), sum(report["control_heldout_after"])
-    return (report["parameter_change"] > 0 and float(train.value_reward.std()) > 0
+    return (report["parameter_change"] > 0 and min(report["head_changes"]) > 0 and float(train.value_reward.std()) > 0
             and float(train.cpc_cost.std()) > 0 and after < sum(report["heldout_before"])
             and after <= CONTROL_MARGIN[backup] * control)
+
+
+def coverage_ratio(report: dict, rows: int) -> float:
+    """Distinct training rows the minibatches drew, over the number uniform draws are expected to reach:
+    rows (1 - (1 - 1/rows)^draws).  About 1 for uniform sampling over the whole training set."""
+    expected = rows * (1.0 - (1.0 - 1.0 / rows) ** report["draws"])
+    return report["drawn_rows"] / expected
+
+
+def minibatches_cover_training_set(critic_report: dict, actor_report: dict, train: Transitions) -> bool:
+    """``minibatches_cover_training_set``: critic and actor minibatches sample the whole training set
+    (coverage within 10% of uniform sampling's), not a slice of it."""
+    return min(coverage_ratio(critic_report, len(train)), coverage_ratio(actor_report, len(train))) > 0.9
+
+
+def actor_loss_reference_error(world: World, critic: TwoHeadCritic, data: dict, actor_report: dict) -> float:
+    """|first recorded actor loss - a plain-loop recomputation| on the first minibatch.
+
+    From the recorded rows and the logits the actor gave them: the critic's fused scores of
+    those rows' *states* (read afresh), standardised row by row (sample std), the Boltzmann
+    target softmax(Shat / T), and the cross-entropy mean_a q log pi, averaged over rows.
+    """
+    first, cfg, lam = actor_report["first_step"], world.cfg, actor_report["lam"]
+    if int(first["rows"].max()) >= len(data["train"]):                                    # it drew rows beyond the train log
+        return math.inf
+    with torch.no_grad():
+        qv, qc = critic(data["train"].state[first["rows"]])                              # (B, 9) each
+    total = 0.0
+    for qv_row, qc_row, z in zip(qv.tolist(), qc.tolist(), first["logits"].tolist()):
+        score = [v - lam * c for v, c in zip(qv_row, qc_row)]
+        mean = sum(score) / len(score)
+        std = math.sqrt(sum((x - mean) ** 2 for x in score) / (len(score) - 1))
+        q = [math.exp((x - mean) / (std + 1e-8) / cfg.actor_temperature) for x in score]
+        q = [x / sum(q) for x in q]
+        top = max(z)
+        log_norm = top + math.log(sum(math.exp(x - top) for x in z))
+        total -= sum(qa * (za - log_norm) for qa, za in zip(q, z)) / len(z)
+    return abs(total / len(first["rows"]) - actor_report["loss"][0])
+
+
+def market_reference_error(world: World, data: dict) -> float:
+    """Largest gap between the campaigns' and market's derived figures and their definitions, recomputed:
+
+        plan_t = sum_{j<=t} a_j / sum_j a_j,   tau = m s / sigmoid(logit),   B = beta (M sum_t a_t) s,
+        segments_over_target_fraction = share of logged (day, segment, campaign) with CPC > tau (a plain loop).
+    """
+    c, cfg = world.campaigns, world.cfg
+    traffic = c.traffic.tolist()                                                          # (T, C)
+    worst = 0.0
+    for i in range(c.budget.shape[0]):
+        column = [row[i] for row in traffic]
+        total, running = sum(column), 0.0
+        for t, a in enumerate(column):
+            running += a
+            worst = max(worst, abs(running / total - float(c.plan[t, i])))
+        s_i, logit = float(c.price_scale[i]), float(c.ctr_logit[i])
+        tau = float(c.target_margin[i]) * s_i / (1.0 / (1.0 + math.exp(-logit)))
+        budget = float(c.budget_share[i]) * cfg.opportunities_per_step * total * s_i
+        worst = max(worst, abs(tau - float(c.target_cpc[i])) / tau, abs(budget - float(c.budget[i])) / budget)
+    over = count = 0
+    tau_all = c.target_cpc.tolist()
+    for log in data["logs"]:
+        for row in log.cpc.tolist():
+            for i, cpc in enumerate(row):
+                over += cpc > tau_all[i]
+                count += 1
+    return max(worst, abs(over / count - data["segments_over_target_fraction"]))
+
+
+def logged_action_z(world: World, data: dict) -> float:
+    """max_a |count_a - E count_a| / sd over the logged actions, E and sd from the behaviour policy's mu.
+
+    A logger that never takes some action, or takes them with other frequencies than the
+    propensities it logs, shows a large z (uniform mu over N = 6144 decisions: sd about 25).
+    """
+    actions = torch.cat([data["train"].action, data["heldout"].action])                  # (N,)
+    states = torch.cat([data["train"].state, data["heldout"].state])
+    mu = behaviour_probs(world.cfg)(states)                                               # (N, 9)
+    counts = torch.bincount(actions, minlength=N_ACTIONS).to(F64)                        # (9,)
+    expected, var = mu.sum(0), (mu * (1 - mu)).sum(0)
+    z = (counts - expected) / var.clamp(min=1e-12).sqrt()
+    return float(z.abs().max())
 
 
 # --- Section 6: actor -----------------------------------------------------------------------
@@ -499,7 +582,8 @@ def fit_actor(world: World, critic: TwoHeadCritic, data: dict, generator: torch.
         torch.manual_seed(init_seed)                     # initial weights from ``generator``, not the global stream
         actor = Actor(len(FEATURES), cfg.hidden).to(world.device)
     report = train_actor(actor, critic, data["train"], steps=cfg.actor_steps, lr=cfg.actor_lr,
-                         lam=lam, batch_size=cfg.actor_batch_size, generator=generator)
+                         lam=lam, batch_size=cfg.actor_batch_size, generator=generator,
+                         temperature=cfg.actor_temperature)
     with torch.no_grad():
         logits = actor(data["heldout"].state)                                            # (N, 9)
         probs = top_k_policy(logits, cfg.top_k)                                          # (N, 9)
@@ -509,7 +593,7 @@ def fit_actor(world: World, critic: TwoHeadCritic, data: dict, generator: torch.
                   mean_action_probs=probs.mean(0).tolist(),
                   mean_ranked_probs=ranked.mean(0).tolist(),
                   negligible_last_action_fraction=float((ranked[:, -1] < NEGLIGIBLE).to(F64).mean()),
-                  generator_start=start)
+                  generator_start=start, lam=lam)
     return actor, report
 
 
@@ -623,7 +707,8 @@ def simulate_truth(world: World, days: list, policy: Policy, generator: torch.Ge
     return {"value": float(value.mean()), "cpc_overshoot": float((cpc / tau - 1).clamp(min=0).mean()),
             "true_value": float(total.mean()), "true_value_heldout": float(total[:, :, heldout].mean()),
             "true_se": float(per_day.std() / math.sqrt(len(days))) if len(days) > 1 else 0.0,
-            "raw": {"value": value, "cpc": cpc, "total_per_campaign": total.mean((0, 1))}}
+            "raw": {"value": value, "cpc": cpc, "total_per_campaign": total.mean((0, 1)),
+                    "day_hashes": [day_hash(d) for d in days]}}
 
 
 def truth_reference_error(world: World, truth: dict, lam: float) -> float:
@@ -662,6 +747,7 @@ def evaluate_policies(world: World, actor: Actor, data: dict, days: list, genera
         out[name] = {"ips": float(ordinary_ips(heldout.reward, pi, heldout.propensity)),
                      "ips_se": ips_standard_error(heldout.reward, pi, heldout.propensity), **truth}
         if name == "learned":
+            out["ips_learned_weights_probs"] = pi
             reference = ips_reference(heldout.reward.tolist(), pi.tolist(), heldout.propensity.tolist())
             out["ips_reference_error"] = abs(out[name]["ips"] - reference)
             with torch.no_grad():                      # the policy IPS actually re-weights with, checked as served
@@ -711,6 +797,7 @@ def headroom(world: World, days: list, generator: torch.Generator) -> dict:
       ``best_per_kind``     = mean_c max_a mean_{c' of c's kind} T(a, c')   (knows each campaign's kind)
       ``best_per_campaign`` = mean_c max_a T(a, c)                 (one action per campaign, in hindsight)
     ``fixed_gain`` is T(4, .) averaged.  Constant policies draw nothing from ``generator``.
+    ``table`` (9, C) and ``kinds`` (C,) are kept for :func:`headroom_reference_error`, not for the results.
     """
     per = torch.stack([simulate_truth(world, days, constant_policy(a), generator, world.cfg.lambda_cpc)
                        ["raw"]["total_per_campaign"] for a in range(N_ACTIONS)])          # (9, C)
@@ -721,12 +808,55 @@ def headroom(world: World, days: list, generator: torch.Generator) -> dict:
         if bool(members.any()):
             by_kind[members] = per[:, members].mean(1).max()
     constant = per.mean(1)                                                               # (9,)
-    return {"constant": constant.tolist(), "fixed_gain": float(constant[FIXED_GAIN_ACTION]),
+    return {"table": per, "kinds": kind.tolist(), "constant": constant.tolist(), "fixed_gain": float(constant[FIXED_GAIN_ACTION]),
             "best_constant": float(constant.max()), "best_constant_action": int(constant.argmax()),
             "best_per_kind": float(by_kind.mean()), "best_per_campaign": float(per.max(0).values.mean())}
 
 
 # --- Results in the seed file's vocabulary --------------------------------------------------
+
+def ips_weights_error(world: World, actor: Actor, data: dict, evaluation: dict) -> float:
+    """max |pi(a_i | s_i) IPS used - pi recomputed| for the learned policy on the held-out log.
+
+    The recomputation reads the held-out *states* and actions afresh and renormalises the
+    k largest logits of each row itself (a sort, not ``top_k_policy``).
+    """
+    held = data["heldout"]
+    with torch.no_grad():
+        logits = actor(held.state)                                                        # (N, 9)
+    top = logits.sort(-1, descending=True).values[:, :world.cfg.top_k]                    # (N, k)
+    chosen = logits.gather(1, held.action[:, None]).squeeze(1)                            # (N,)
+    in_top = chosen >= top[:, -1]
+    pi = torch.where(in_top, torch.exp(chosen - top.logsumexp(-1)), 0.0)                  # (N,)
+    used = evaluation["ips_learned_weights_probs"]
+    if used.shape != pi.shape:                                                            # IPS read another log
+        return math.inf
+    return float((used - pi).abs().max())
+
+
+def truth_days_match(evaluation: dict, days_report: dict) -> bool:
+    """The days each policy's truth was simulated on (hashed where they were used) are the evaluation days."""
+    return all(raw["day_hashes"] == days_report["eval_day_hashes"] for raw in evaluation["raw"].values())
+
+
+def headroom_reference_error(room: dict, evaluation: dict) -> float:
+    """The oracles recomputed with plain loops over the (9, C) table, and the table's fixed-gain row against
+    the fixed-gain truth of the evaluation (same days, same lambda): the largest gap."""
+    table = room["table"].tolist()                                                        # 9 rows of C
+    kinds = room["kinds"]
+    n = len(table[0])
+    best_campaign = sum(max(table[a][c] for a in range(9)) for c in range(n)) / n
+    means = [sum(row) / n for row in table]
+    per_kind = 0.0
+    for k in sorted(set(kinds)):
+        members = [c for c in range(n) if kinds[c] == k]
+        per_kind += len(members) * max(sum(table[a][c] for c in members) / len(members) for a in range(9))
+    per_kind /= n
+    gaps = [abs(max(means) - room["best_constant"]), abs(per_kind - room["best_per_kind"]),
+            abs(best_campaign - room["best_per_campaign"]), abs(means[FIXED_GAIN_ACTION] - room["fixed_gain"]),
+            abs(room["fixed_gain"] - evaluation["fixed_gain"]["true_value"])]
+    return max(gaps)
+
 
 def eval_days_report(data: dict, days: list, demo_days: list | None = None) -> dict:
     """``evaluation_days_fresh``: the evaluation days are none of the days seen before them.
@@ -753,10 +883,26 @@ def evaluation_on_heldout(world: World, data: dict, critic_report: dict, evaluat
             and critic_report["heldout_evaluated_campaigns"] == held)
 
 
+def stage_audit(world: World, critic: TwoHeadCritic, actor: Actor, data: dict, critic_report: dict,
+                actor_report: dict, evaluation: dict, days_report: dict, room: dict | None) -> dict:
+    """The recomputations that guard the stages between the logged data and the reported figures
+    (each function's docstring says what it recomputes); gaps and ratios, named as in the results."""
+    out = {"actor_loss_reference_error": actor_loss_reference_error(world, critic, data, actor_report),
+           "market_reference_error": market_reference_error(world, data),
+           "logged_action_z": logged_action_z(world, data),
+           "ips_weights_error": ips_weights_error(world, actor, data, evaluation),
+           "truth_days_are_evaluation_days": truth_days_match(evaluation, days_report),
+           "critic_coverage": coverage_ratio(critic_report, len(data["train"])),
+           "actor_coverage": coverage_ratio(actor_report, len(data["train"]))}
+    if room is not None:
+        out["headroom_reference_error"] = headroom_reference_error(room, evaluation)
+    return out
+
+
 def collect_results(world: World, *, critic_report: dict, actor_report: dict, data: dict, evaluation: dict,
                     fusion: dict, sweep: list[dict], derivative_error: float, guard, execution: tuple[str, str],
                     fingerprint: str, days_report: dict, transitions: dict, auction_error: float,
-                    headroom_report: dict | None = None) -> dict:
+                    audit: dict, headroom_report: dict | None = None) -> dict:
     """Metrics and checks named as in the seed file, plus curves and beyond-seed figures.
 
     ``extra_checks`` are ours, one per pipeline stage the seed's checks do not reach
@@ -807,6 +953,7 @@ def collect_results(world: World, *, critic_report: dict, actor_report: dict, da
                   target_lag_error=critic_report["target_lag_error"],
                   truth_reference_error=evaluation["truth_reference_error"],
                   auction_replay_error=auction_error,
+                  **{k: v for k, v in audit.items() if not isinstance(v, bool)},
                   **{k: v for k, v in transitions.items() if k != "transitions_consistent"},
                   network_calls=guard.network_calls)
     extra_checks = {
@@ -815,9 +962,16 @@ def collect_results(world: World, *, critic_report: dict, actor_report: dict, da
         "auction_replay_matches": auction_error < EXACT,
         "target_network_synced_on_schedule": critic_report["target_lag_error"] == 0.0,
         "evaluation_on_heldout_campaigns": evaluation_on_heldout(world, data, critic_report, evaluation),
-        "evaluation_days_fresh": days_report["evaluation_days_fresh"],
+        "evaluation_days_fresh": days_report["evaluation_days_fresh"] and audit["truth_days_are_evaluation_days"],
         "truth_scored_with_run_lambda": evaluation["truth_reference_error"] < EXACT,
+        "market_matches_its_definition": audit["market_reference_error"] < EXACT,
+        "logged_actions_follow_mu": audit["logged_action_z"] < 5.0,
+        "minibatches_cover_training_set": min(audit["critic_coverage"], audit["actor_coverage"]) > 0.9,
+        "actor_trained_on_fused_scores": audit["actor_loss_reference_error"] < EXACT,
+        "ips_weights_are_served_policy": audit["ips_weights_error"] < 1e-12,
     }
+    if "headroom_reference_error" in audit:
+        extra_checks["headroom_matches_reference"] = audit["headroom_reference_error"] < EXACT
     out = {"method": "pinterest_rlbp", "seed": cfg.seed, "metrics": metrics, "checks": checks,
            "extra_checks": extra_checks, "beyond_seed_metrics": beyond, "lambda_sweep": sweep,
            "eval_day_hashes": days_report["eval_day_hashes"],
@@ -826,7 +980,7 @@ def collect_results(world: World, *, critic_report: dict, actor_report: dict, da
            "execution_device": execution[0], "execution_accelerator": execution[1],
            "dataset_fingerprint": fingerprint}
     if headroom_report is not None:
-        out["headroom"] = headroom_report
+        out["headroom"] = {k: v for k, v in headroom_report.items() if k not in ("table", "kinds")}
     return out
 
 
@@ -879,13 +1033,14 @@ def run_arms(cfg: RLBPConfig, device: torch.device | str = "cpu", *, backups: tu
             fusion = fusion_diagnostics(arm, critic, actor, actor_report, data, generator)
             evaluation = evaluate_policies(arm, actor, data, days, generator)
             rows = lambda_sweep(arm, critic, data, days, generator) if sweep and kind == cfg.critic_backup else []
-            out[kind] = (arm, critic_report, actor_report, evaluation, fusion, rows)
+            audit = stage_audit(arm, critic, actor, data, critic_report, actor_report, evaluation, days_report, room)
+            out[kind] = (arm, critic_report, actor_report, evaluation, fusion, rows, audit)
     return {kind: collect_results(arm, critic_report=cr, actor_report=ar, data=data, evaluation=ev, fusion=fu,
                                   sweep=rows, derivative_error=derivative_error, guard=guard,
                                   execution=describe_device(device),
                                   fingerprint=dataset_fingerprint(arm.cfg, data), days_report=days_report,
-                                  transitions=transitions, auction_error=auction_error, headroom_report=room)
-            for kind, (arm, cr, ar, ev, fu, rows) in out.items()}
+                                  transitions=transitions, auction_error=auction_error, audit=audit, headroom_report=room)
+            for kind, (arm, cr, ar, ev, fu, rows, audit) in out.items()}
 
 
 def run(cfg: RLBPConfig, device: torch.device | str = "cpu", *, sweep: bool = True) -> dict:
