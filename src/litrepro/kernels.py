@@ -242,8 +242,10 @@ class KernelSlot:
         self.km, self.used = km, 0
         self.started += 1
         if self.warm:
+            # The kernel's start-up and its one-off imports (torch: seconds on a loaded machine) get at
+            # least DEFAULT_PREPARE_TIMEOUT; each later preparation only ``timeout`` (--cell-timeout).
             self._run(f"import litrepro.kernels as _lk; _lk.bootstrap(preload={self.preload!r}); del _lk",
-                      timeout=max(self.timeout, DEFAULT_PREPARE_TIMEOUT) if self.preload else self.timeout)
+                      timeout=max(self.timeout, DEFAULT_PREPARE_TIMEOUT))
 
     def _remove_ipc_dir(self) -> None:
         import shutil
