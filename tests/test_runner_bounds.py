@@ -102,3 +102,37 @@ def test_a_stopped_worker_is_lost_after_the_cell_timeout_not_waited_for(tmp_path
                    "--no-progress", "--no-summary-notebook", "--cell-timeout", "5", *SETS,
                    env={"LITREPRO_TEST_FAULT": "stopworker:pinterest_rlbp:5"}, timeout=180)   # the old runner hung
     assert proc.returncode == 1 and "LOST" in proc.stderr and "no sign of life for 5 s" in proc.stderr, proc.stderr
+
+
+# ---------------------------------------------------------------- classes 3 and 8: paths, and nothing outside --out
+
+def _tree(folder: Path) -> set[str]:
+    return {str(p.relative_to(folder)) for p in folder.rglob("*")}
+
+
+def test_a_relative_long_non_ascii_out_runs_and_leaves_nothing_in_home_or_tmpdir(tmp_path):
+    """Relative --out whose absolute path is past 107 bytes in UTF-8 (not in characters); read-only HOME."""
+    from conftest import ROOT
+
+    home, tmpdir = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    tmpdir.mkdir()
+    (home / ".keep").write_text("")
+    home.chmod(0o555)
+    out = tmp_path / ("ü" * 30) / "out"
+    relative = os.path.relpath(out, ROOT.parent)                      # run_cli runs in ROOT.parent
+    assert not os.path.isabs(relative) and len(str(out)) < 107 < len(os.fsencode(str(out)) + b"/.litrepro/scratch")
+    env = {"HOME": str(home), "TMPDIR": str(tmpdir), "XDG_RUNTIME_DIR": "", "XDG_CACHE_HOME": "", "XDG_CONFIG_HOME": ""}
+    env = {k: v for k, v in env.items() if v} | {"IPYTHONDIR": "", "MPLCONFIGDIR": ""}
+    try:
+        proc = run_cli("run", "--methods", "pinterest_rlbp", "--seeds", "5", "--out", relative, "--no-progress",
+                       "--no-summary-notebook", "--fresh-kernels", *SETS, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr
+        assert _tree(home) == {".keep"} and _tree(tmpdir) == set()
+        folder = out / "pinterest_rlbp" / ",".join(sorted(TINY["pinterest_rlbp"]))
+        notebook = (folder / "seed-5.ipynb").read_text()
+        assert "Matplotlib created a temporary" not in notebook and "is not a writable directory" not in notebook
+        assert str(home) not in notebook and str(tmpdir) not in notebook and ".litrepro" not in notebook
+        assert not list((out / ".litrepro" / "scratch").iterdir())
+    finally:
+        home.chmod(0o755)
