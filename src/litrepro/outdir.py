@@ -333,8 +333,11 @@ class OutDir:
         finally:
             os.close(fd)
 
-    def _check_ours(self, dir_fd: int, rel: str, name: str, owned: dict[str, str]) -> bool:
-        """Whether ``rel`` exists; refuse it unless it is a regular file recorded with its current sha256."""
+    def _check_ours(self, dir_fd: int, rel: str, name: str, owned: dict[str, str] | None = None) -> bool:
+        """Whether ``rel`` exists; refuse it unless it is a regular file recorded with its current sha256.
+
+        The record is read only when the file exists (``owned``: already read).
+        """
         try:
             mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
         except FileNotFoundError:
@@ -343,6 +346,8 @@ class OutDir:
             raise Refused(f"{show(self.root / rel)}: is {_kind(mode)}, not a file litrepro wrote; refused "
                           "(move it away or use another --out)")
         data = self._read_at(dir_fd, name, self.root / rel)
+        if owned is None:
+            owned, _ = self.record()
         if data is not None and owned.get(rel) != sha256_bytes(data):
             raise Refused(f"{show(self.root / rel)}: not written by litrepro (no entry with its sha256 in "
                           f"{STATE}/{MARKER}); litrepro does not replace or delete it (move it away or use "
@@ -372,8 +377,7 @@ class OutDir:
         folders, name = self._split(rel)
         fd = self._open_dir(folders, create=True)
         try:
-            owned, _ = self.record()
-            self._check_ours(fd, rel, name, owned)
+            self._check_ours(fd, rel, name)
             tmp = f".{name[:200]}.{uuid.uuid4().hex[:12]}.tmp"
             tmp_rel = "/".join([*folders, tmp])
             self._journal({"partial": tmp_rel})
@@ -407,8 +411,7 @@ class OutDir:
         if fd is None:
             return False
         try:
-            owned, _ = self.record()
-            if not self._check_ours(fd, rel, name, owned):
+            if not self._check_ours(fd, rel, name):
                 return False
             os.unlink(name, dir_fd=fd)
             self._journal({"gone": rel})
@@ -440,16 +443,19 @@ class OutDir:
         return removed
 
     def compact(self) -> None:
-        """Rewrite ``OWNER`` as one ``file`` line per recorded file that still has its recorded bytes."""
+        """Rewrite ``OWNER`` as one line per recorded file that still exists (its latest hash), and the partials.
+
+        Hashes are checked when a file is replaced or deleted, not here (a
+        run's end would otherwise read every output it ever wrote).
+        """
         owned, partial = self.record()
         keep = {}
         for rel, digest in owned.items():
             try:
-                data = self.read(rel)
+                if self.is_file(rel):
+                    keep[rel] = digest
             except UsageError:
                 continue
-            if data is not None and sha256_bytes(data) == digest:
-                keep[rel] = digest
         lines = [json.dumps({"file": rel, "sha256": keep[rel]}, sort_keys=True) for rel in sorted(keep)]
         lines += [json.dumps({"partial": rel}) for rel in sorted(partial)]
         fd = self.state_fd()
