@@ -213,3 +213,17 @@ def test_max_jobs_raises_the_sweep_point_cap():
     with pytest.raises(LitreproError, match="10201 sweep points is more than the 10000 allowed"):
         cli.sweep_points(settings, ["pinterest_rlbp"])
     assert len(cli.sweep_points(settings, ["pinterest_rlbp"], max_points=20_000)["pinterest_rlbp"]) == 10_201
+
+
+def test_compaction_keeps_one_line_per_existing_file_and_the_record_still_proves_ownership(tmp_path):
+    out = outdir.OutDir(tmp_path / "out")
+    out.claim()
+    for data in (b"1", b"2", b"3"):
+        out.write("m/a.json", data)
+    out.write("m/b.json", b"b")
+    (out.root / "m" / "b.json").unlink()                               # removed by the user: dropped from the record
+    out.compact()
+    lines = (out.root / ".litrepro" / "OWNER").read_text().splitlines()
+    assert len(lines) == 1 and '"m/a.json"' in lines[0]
+    out.write("m/a.json", b"4")                                          # still ours after compaction
+    assert out.record()[0] == {"m/a.json": outdir.sha256_bytes(b"4")}
