@@ -132,8 +132,8 @@ def test_dask_worker_lost_mid_job_is_rescheduled_and_leaves_no_scratch(tmp_path)
     once = tmp_path / "dask-died-once"
     before = _tmp_litter()
     out = tmp_path / "out"
-    (out / "pinterest_rlbp" / FOLDER).mkdir(parents=True)
-    (out / "pinterest_rlbp" / FOLDER / "seed-5.failed.ipynb").write_text("{}")   # stale, from an earlier failure
+    outdir.claim(out)                                          # stale, from an earlier failure of the runner
+    outdir.OutDir(out).write(f"pinterest_rlbp/{FOLDER}/seed-5.failed.ipynb", b"{}")
     proc = run_cli(*_args(out, 5, extra=["--scheduler", "dask", "--jobs", "2"]),
                    env={"LITREPRO_TEST_FAULT": f"dask:pinterest_rlbp:5:{once}"})
     assert once.exists() and proc.returncode == 0, proc.stderr
@@ -241,10 +241,10 @@ def test_unreachable_scheduler_fails_within_seconds(tmp_path):
 
 
 def test_corrupt_seed_json_whose_redo_fails_is_one_line_per_problem(tmp_path):
-    folder = tmp_path / "out" / "pinterest_rlbp" / FOLDER
-    folder.mkdir(parents=True)
-    (folder / "seed-5.json").write_text("{corrupt")
-    (folder / "seed-5.ipynb").write_text("{}")
+    out = outdir.OutDir(tmp_path / "out")                      # the runner's own files, corrupted since
+    out.claim()
+    out.write(f"pinterest_rlbp/{FOLDER}/seed-5.json", b"{corrupt")
+    out.write(f"pinterest_rlbp/{FOLDER}/seed-5.ipynb", b"{}")
     proc = run_cli(*_args(tmp_path / "out", 5), env={"LITREPRO_TEST_FAULT": "worker:pinterest_rlbp:5"})
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     lines = proc.stderr.strip().splitlines()

@@ -160,20 +160,21 @@ def test_kernels_use_ipc_transport(tmp_path):
     assert not list((tmp_path / "s").glob("k*/k-*"))          # its sockets are removed with it
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="abstract Unix sockets are Linux-only")
-def test_a_scratch_too_deep_for_socket_paths_uses_abstract_sockets_and_leaves_no_file(tmp_path):
-    import tempfile
+def test_a_scratch_too_deep_for_socket_paths_uses_a_short_private_folder_removed_with_the_kernel(tmp_path):
+    from litrepro.kernels import IPC_FALLBACK_LIST, is_fallback_ipc_dir
 
-    deep = tmp_path / ("d" * 60) / ("e" * 60)
-    before = set(os.listdir(tempfile.gettempdir()))
+    deep = tmp_path / ("d" * 60) / ("é" * 30)                    # over 107 bytes, not in characters
     slot = KernelSlot(reuse=1, scratch=deep, cwd=NOTEBOOKS)
     try:
         km = slot.acquire(tmp_path / "r.json")
-        assert km.ip.startswith("@litrepro-") and km.is_alive()
-        assert Path(km.connection_file).parent.parent == deep     # the connection file is in the scratch too
+        folder = Path(km.ip).parent
+        assert not km.ip.startswith("@") and km.is_alive()      # never an abstract socket
+        assert is_fallback_ipc_dir(folder) and os.stat(folder).st_mode & 0o777 == 0o700
+        assert (deep / IPC_FALLBACK_LIST).read_text().split() == [str(folder)]
+        assert Path(km.connection_file).parent.parent == deep     # the connection file is in the scratch
     finally:
         slot.kill()
-    assert set(os.listdir(tempfile.gettempdir())) <= before and not list(deep.iterdir())
+    assert not folder.exists()
 
 
 def test_split_stream_outputs_are_merged_when_stored():

@@ -183,17 +183,20 @@ def test_disk_full_while_writing_the_summary_notebook_is_one_line_after_the_repo
 
 
 def test_disk_full_while_writing_summary_json_is_one_line(tmp_path, monkeypatch, capsys):
-    folder = tmp_path / "o" / "pinterest_rlbp"
-    folder.mkdir(parents=True)
-    (folder / "seed-5.json").write_text(json.dumps({"provenance": {}, "metrics": {}, "checks": {}, "seed": 5}))
+    out = outdir.OutDir(tmp_path / "o")
+    out.claim()
+    out.write("pinterest_rlbp/seed-5.json",
+              json.dumps({"provenance": {}, "metrics": {}, "checks": {}, "seed": 5}).encode())
     _fake_run(monkeypatch)
-    from litrepro import atomic
+    write = outdir.OutDir.write
 
-    def full(path, obj):
-        raise OSError(errno.ENOSPC, "No space left on device")
+    def full(self, rel, data):
+        if rel.endswith("summary.json"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write(self, rel, data)
 
     monkeypatch.setattr(runner, "summarise", lambda method, results: {"seeds": [5]})
-    monkeypatch.setattr(atomic, "write_json", full)
+    monkeypatch.setattr(outdir.OutDir, "write", full)
     code = cli.main(["run", "--methods", "pinterest_rlbp", "--seeds", "5", "--out", str(tmp_path / "o"),
                      "--no-progress", "--no-summary-notebook"])
     err = capsys.readouterr().err

@@ -65,7 +65,15 @@ def test_waypoint_cross_field_checks():
 def test_malformed_yaml_and_non_mapping(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("seed: [1,\n")
-    with pytest.raises(ParameterError, match="bad.yaml: not valid YAML"):
+    with pytest.raises(ParameterError, match="bad.yaml: not valid YAML") as err:
+        load_file(RLBPConfig, bad)
+    assert "\n" not in str(err.value) and "line 2" in str(err.value)      # one line, with where
+    bad.write_text("seed: 1\n  gamma: : 2\n\tx: 3\n")
+    with pytest.raises(ParameterError, match="bad.yaml: not valid YAML") as err:
+        load_file(RLBPConfig, bad)
+    assert "\n" not in str(err.value)
+    bad.write_text("seed: " + "9" * 5000 + "\n")
+    with pytest.raises(ParameterError, match="bad.yaml: a value is not usable"):
         load_file(RLBPConfig, bad)
     bad.write_text("- 1\n- 2\n")
     with pytest.raises(ParameterError, match="bad.yaml: expected a mapping"):

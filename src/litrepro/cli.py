@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import itertools
 import math
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -85,18 +87,21 @@ def parse_seeds(tokens: list[str], max_count: int | None = None) -> list[int]:
     return seeds
 
 
-def sweep_points(settings: list[str], method_names: list[str]) -> dict[str, list[dict[str, Any]]]:
+def sweep_points(settings: list[str], method_names: list[str],
+                 max_points: int = DEFAULT_MAX_JOBS) -> dict[str, list[dict[str, Any]]]:
     """Per method, the product of every ``--set key=v1,v2`` that method declares.
 
     A key applies to the selected methods that have it; a key no selected method
-    has is refused.  Every point is validated like the parameter file.
+    has is refused.  Every point is validated like the parameter file.  More
+    than ``max_points`` points (``--max-jobs``) is refused before any is listed.
     """
     parsed = [parse_override(text) for text in settings]
     count = 1
     for _, values in parsed:
         count *= len(values)
-    if count > DEFAULT_MAX_JOBS:
-        raise ParameterError(f"--set: {count} sweep points is more than {DEFAULT_MAX_JOBS}")
+    if count > max_points:
+        raise ParameterError(f"--set: {count} sweep points is more than the {max_points} allowed "
+                             "(raise --max-jobs to run more)")
     keys = [k for k, _ in parsed]
     if len(set(keys)) != len(keys):
         raise ParameterError(f"--set: parameter given twice: {sorted(k for k in keys if keys.count(k) > 1)[0]!r}")
@@ -158,32 +163,41 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--cell-timeout must be a number of seconds >= 0 (0: no limit), got {args.cell_timeout}")
     if args.max_jobs < 1:
         raise UsageError(f"--max-jobs must be >= 1, got {args.max_jobs}")
+    if args.kernel_reuse is not None and args.kernel_reuse < 1:
+        raise UsageError(f"--kernel-reuse must be >= 1, got {args.kernel_reuse}")
     if args.fresh_kernels and args.kernel_reuse not in (None, 1):
         raise UsageError("--fresh-kernels and --kernel-reuse N > 1 contradict each other")
     reuse = 1 if args.fresh_kernels else (args.kernel_reuse or runner.DEFAULT_KERNEL_REUSE)
-    if reuse < 1:
-        raise UsageError(f"--kernel-reuse must be >= 1, got {reuse}")
     check_address(args.scheduler)
-    points = sweep_points(args.settings, args.methods)
+    out = outdir.absolute(args.out)            # before anything else: kernels run in notebooks/, not here
+    points = sweep_points(args.settings, args.methods, max_points=args.max_jobs)
     per_seed = sum(len(points[m]) for m in args.methods)
     seeds = parse_seeds(args.seeds, max_count=max(0, args.max_jobs // per_seed))
     if len(seeds) * per_seed > args.max_jobs:  # pragma: no cover - parse_seeds already refused it
         raise UsageError(f"{len(seeds) * per_seed} jobs is more than --max-jobs {args.max_jobs}")
-    out = args.out
     outdir.inspect(out)                        # reads only: a foreign, non-empty folder is refused here
     client = cluster = None
     if args.scheduler.startswith("tcp://"):    # an unreachable scheduler fails before --out is touched
         from litrepro.scheduler import connect
 
         client, cluster = connect(args.scheduler)
-    jobs = [runner.Job(m, s, runner.variant_dir(out, m, p), args.device, p, args.cell_timeout or None)
+    timeout = args.cell_timeout or None
+    jobs = [runner.Job(m, s, runner.variant_dir(out, m, p), args.device, p, timeout, root=out)
             for m in args.methods for p in points[m] for s in seeds]
     problems: list[str] = []
     try:
         with outdir.lock(out):
-            outdir.remove_stale_scratch(out)
+            folder = outdir.OutDir(out)
+            outdir.remove_stale_scratch(out)          # killed runs' scratch and partial files, as OWNER lists
+            if out.resolve() == RENDERED.resolve():
+                folder.adopt_git_tracked(RENDERED.parent)   # a fresh clone: the committed outputs, unmodified
+            # Before anything is written: every file this run may replace or delete must be its own.
+            folder.check_replaceable([t for j in jobs for t in runner.job_targets(j)]
+                                     + [f"{j.rel_dir}/summary.json" for j in jobs] + list(runner.SUMMARY_FILES))
             scratch = outdir.new_run_scratch(out)
+            saved_env = dict(os.environ)
             try:
+                _private_environment(folder, scratch)
                 outcomes, skipped = _run_jobs(args, jobs, scratch, reuse, client, cluster)
                 client = cluster = None                      # closed by _run_jobs
                 _, summary_problems = runner.write_summaries(jobs)
@@ -192,23 +206,47 @@ def cmd_run(args: argparse.Namespace) -> int:
                     swept = any(len(points[m]) > 1 for m in args.methods)
                     for name in ("summary.ipynb", "sweep_summary.ipynb") if swept else ("summary.ipynb",):
                         try:
-                            runner.render_summary_notebook(out, scratch, source_name=name)
+                            runner.render_summary_notebook(out, scratch, source_name=name, cell_timeout=timeout)
                         except Exception as err:  # noqa: BLE001 - disk full, a broken kernel: one line
                             what = "summary" if name == "summary.ipynb" else "sweep summary"
                             problems.append(f"{what} notebook not written: {type(err).__name__}: {err}".strip())
             finally:
+                os.environ.clear()
+                os.environ.update(saved_env)
+                tempfile.tempdir = None
                 outdir.remove_run_scratch(scratch)
+                folder.compact()
     finally:
         if client is not None:
             client.close()
     bad = [o for o in outcomes if o["status"] != "ok"]
     for o in bad:
         where = f" (notebook {o['notebook']}, cell {o['cell']})" if o.get("notebook") else ""
-        print(f"{o['status'].upper()}: {o['label']}{where}: {o['error']}", file=sys.stderr)
+        print(one_line(f"{o['status'].upper()}: {o['label']}{where}: {o['error']}"), file=sys.stderr)
     print(f"{len(outcomes) - len(bad)} ran, {skipped} current, {len(bad)} failed", file=sys.stderr)
     for line in problems:
-        print(f"ERROR: {line}", file=sys.stderr)
+        print(one_line(f"ERROR: {line}"), file=sys.stderr)
     return 1 if bad or problems else 0
+
+
+def _private_environment(folder, scratch: Path) -> None:
+    """Point every temporary and configuration folder of this run's processes into ``--out``'s own state.
+
+    ``TMPDIR`` (torch's inductor cache, matplotlib's fallback, Dask's spill) in
+    the run's scratch, removed after the run or, after a SIGKILL, by the next;
+    matplotlib's and IPython's folders in ``.litrepro/cache`` (kept: the font
+    cache is built once).  Workers, kernels and Dask workers inherit it.
+    """
+    tmp = scratch / "tmp"
+    tmp.mkdir(mode=0o700)
+    from litrepro.outdir import CACHE
+
+    cache = folder.state_path(CACHE)
+    for name in ("matplotlib", "ipython"):
+        (cache / name).mkdir(mode=0o700, exist_ok=True)
+    os.environ.update(TMPDIR=str(tmp), MPLCONFIGDIR=str(cache / "matplotlib"), IPYTHONDIR=str(cache / "ipython"),
+                      DASK_TEMPORARY_DIRECTORY=str(tmp))
+    tempfile.tempdir = None
 
 
 def _run_jobs(args, jobs, scratch, reuse, client, cluster) -> tuple[list[dict], int]:
@@ -224,7 +262,7 @@ def _run_jobs(args, jobs, scratch, reuse, client, cluster) -> tuple[list[dict], 
     finish = close = None
     try:
         if args.scheduler == "local":
-            pool = runner.LocalWorkers(scratch, kernel_reuse=reuse)
+            pool = runner.LocalWorkers(scratch, kernel_reuse=reuse, timeout=args.cell_timeout or None)
             submit, finish = pool.submit, pool.close
         elif todo or client is not None:
             from litrepro.scheduler import connect, dask_submitter
@@ -252,16 +290,21 @@ def cmd_fetch(args: argparse.Namespace) -> int:
     return 0
 
 
+def one_line(text: str) -> str:
+    """``text`` on one line: newlines and other control characters escaped (no forged report lines)."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return cmd_run(args) if args.command == "run" else cmd_fetch(args)
     except LitreproError as err:
-        print(f"litrepro: error: {err}", file=sys.stderr)
+        print(one_line(f"litrepro: error: {err}"), file=sys.stderr)
         return 2
     except OSError as err:  # the disk filled, a folder vanished: one line, not a traceback
-        print(f"litrepro: error: {err}", file=sys.stderr)
-        return 1
+        print(one_line(f"litrepro: error: {err}"), file=sys.stderr)
+        return 2 if err.errno == errno.ENAMETOOLONG else 1
     except KeyboardInterrupt:
         print("litrepro: interrupted", file=sys.stderr)
         return 130

@@ -46,10 +46,109 @@ from typing import Any
 #: Environment variable naming the notebook's result file (see :mod:`litrepro.report`).
 _RESULT_ENV = "LITREPRO_RESULT_PATH"
 _PR_SET_PDEATHSIG = 1
-#: Unix socket paths are limited to 107 bytes on Linux; IPC sockets go to a shorter folder if needed.
+#: Unix socket paths are limited to 107 bytes on Linux (counted in bytes); the longest name we bind is
+#: ``<folder>/k-<port>`` or ``<folder>/k-pipe``, so the folder's path must leave room for it.
 _MAX_IPC_PATH = 100
+_IPC_SUFFIX = "/k-pipe-00000"
 IPC_FALLBACK_PREFIX = "litrepro-ipc-"
 IPC_FALLBACK_LIST = "ipc-fallback"
+#: Environment variable naming the IPC address of ipykernel's subprocess-output pipe (see :func:`launch`).
+PIPE_ENV = "LITREPRO_IOPUB_PIPE"
+#: Seconds a warm kernel's preparation may take when no ``--cell-timeout`` bounds it.
+DEFAULT_PREPARE_TIMEOUT = 600.0
+
+
+def _fits(folder: str | Path) -> bool:
+    return len(os.fsencode(str(folder) + _IPC_SUFFIX)) <= _MAX_IPC_PATH
+
+
+def _fallback_bases() -> list[Path]:
+    """Short folders for private socket folders when the scratch path is too long (never $TMPDIR: it is scratch)."""
+    bases = [os.environ.get("XDG_RUNTIME_DIR", ""), "/tmp", "/dev/shm"]
+    return [Path(b) for b in bases if b and os.path.isabs(b) and _fits(Path(b) / (IPC_FALLBACK_PREFIX + "x" * 8))]
+
+
+def is_fallback_ipc_dir(folder: Path) -> bool:
+    """Whether ``folder`` is one of our short private socket folders (a listed one, checked before removal)."""
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return False
+    import stat
+
+    return (folder.parent in _fallback_bases() and folder.name.startswith(IPC_FALLBACK_PREFIX)
+            and stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid())
+
+
+def private_ipc_dir(scratch: Path) -> tuple[Path, bool]:
+    """A new private (0700) folder for a kernel's sockets whose socket paths fit in 107 bytes.
+
+    Inside ``scratch`` when that is short enough, else in a short base folder
+    (``$XDG_RUNTIME_DIR``, ``/tmp``, ``/dev/shm``), listed in
+    ``<scratch>/ipc-fallback`` so that :mod:`litrepro.outdir` removes it with a
+    killed run's scratch.  Never an abstract socket: those have no permissions.
+    Returns ``(folder, is_fallback)``.
+    """
+    scratch.mkdir(parents=True, exist_ok=True)
+    if _fits(scratch / "s12345678"):
+        return Path(tempfile.mkdtemp(dir=scratch, prefix="s")), False
+    for base in _fallback_bases():
+        try:
+            folder = Path(tempfile.mkdtemp(dir=base, prefix=IPC_FALLBACK_PREFIX))
+        except OSError:
+            continue
+        with open(scratch / IPC_FALLBACK_LIST, "a") as listing:
+            listing.write(f"{folder}\n")
+        return folder, True
+    raise KernelError("no folder short enough for the kernel's IPC sockets (107-byte limit)")
+
+
+def kernel_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The kernel's environment: ``env`` (default ``os.environ``) with the backend pinned to Agg."""
+    launch_env = dict(env if env is not None else os.environ)
+    launch_env.setdefault("MPLBACKEND", "Agg")
+    return launch_env
+
+
+def launch() -> None:
+    """The kernel's entry point: ipykernel with its subprocess-output pipe on IPC instead of a TCP port.
+
+    ipykernel 7.4 binds that pipe (a PULL socket that forked children push their
+    output to) to ``tcp://127.0.0.1:<random>``, hard-coded, readable by every
+    local user.  Here it binds ``$LITREPRO_IOPUB_PIPE`` (``ipc://`` inside the
+    kernel's private socket folder) instead; without that variable the pipe is
+    turned off, as ipykernel itself does when it cannot bind.
+    """
+    if sys.path and sys.path[0] == "":
+        del sys.path[0]                        # as ipykernel_launcher: not the notebook folder
+    import zmq
+    from ipykernel import iostream
+
+    address = os.environ.pop(PIPE_ENV, "")
+
+    def setup_pipe_in(self) -> None:
+        if not address.startswith("ipc://"):
+            self._pipe_flag = False
+            return
+        self._pipe_uuid = os.urandom(16)
+        pipe_in = self.socket.context.socket(zmq.PULL)
+        pipe_in.linger = 0
+        pipe_in.bind(address)
+        self._pipe_in = iostream.ZMQStream(pipe_in, self.io_loop)
+        self._pipe_in.on_recv(self._handle_pipe_msg)
+
+    def setup_pipe_out(self):
+        ctx = zmq.Context()
+        pipe_out = ctx.socket(zmq.PUSH)
+        pipe_out.linger = 3000
+        pipe_out.connect(address)
+        return ctx, pipe_out
+
+    iostream.IOPubThread._setup_pipe_in = setup_pipe_in
+    iostream.IOPubThread._setup_pipe_out = setup_pipe_out
+    from ipykernel import kernelapp
+
+    kernelapp.launch_new_instance()
 
 
 # --------------------------------------------------------------------------------------------- worker side
@@ -93,13 +192,15 @@ class KernelSlot:
     """One kernel at a time, reused for up to ``reuse`` notebooks (``reuse=1``: a fresh kernel each)."""
 
     def __init__(self, *, reuse: int, scratch: Path, kernel_name: str = "python3",
-                 cwd: Path | None = None, preload: bool = True) -> None:
+                 cwd: Path | None = None, preload: bool = True, timeout: float | None = None) -> None:
         self.reuse = max(1, int(reuse))
         self.warm = self.reuse > 1
         self.scratch = Path(scratch)
         self.kernel_name = kernel_name
         self.cwd = cwd
         self.preload = preload
+        #: Bound on a kernel's start-up and on each warm preparation (``--cell-timeout``; None: the default).
+        self.timeout = float(timeout) if timeout else DEFAULT_PREPARE_TIMEOUT
         self.km = None
         self._kc = None
         self.used = 0
@@ -107,48 +208,31 @@ class KernelSlot:
         self._lock = threading.Lock()
 
     # -- lifecycle
-    def _ipc_base(self, folder: Path) -> tuple[str, str | None]:
-        """(``ip`` for the IPC connection, an extra folder to remove at shutdown or None).
-
-        The sockets are ``<folder>/k-<n>``, inside the run's scratch.  A Unix
-        socket path has at most 107 bytes on Linux; when the scratch folder is
-        too deep, Linux gets abstract sockets (``@litrepro-<hex>-<n>``: no file,
-        gone with the kernel) and other systems a short ``litrepro-ipc-*`` folder
-        in the temp folder, listed in ``<scratch>/ipc-fallback`` so that
-        :mod:`litrepro.outdir` removes it with a killed run's scratch.
-        """
-        import uuid
-
-        if len(str(folder / "k-00000")) <= _MAX_IPC_PATH:
-            return str(folder / "k"), None
-        if sys.platform.startswith("linux"):
-            return f"@litrepro-{uuid.uuid4().hex}", None
-        short = Path(tempfile.mkdtemp(prefix=IPC_FALLBACK_PREFIX))
-        with open(self.scratch / IPC_FALLBACK_LIST, "a") as listing:
-            listing.write(f"{short}\n")
-        return str(short / "k"), str(short)
-
     def start(self, env: dict[str, str] | None = None) -> None:
         from jupyter_client import KernelManager
 
         # nbclient talks to the kernel through ``km.client()``: an asynchronous client, so that its
         # dead-kernel poll runs while it waits for output (a blocking client stalls its event loop,
         # and a kernel killed mid-cell would hang the job instead of failing it).
-        # The connection file (it holds the key) and the sockets live in the run's scratch folder,
-        # which the runner removes, even after a SIGKILL; not in /tmp or Jupyter's runtime folder.
+        # The connection file (it holds the key) lives in the run's private scratch folder, the
+        # sockets in a private 0700 folder (:func:`private_ipc_dir`), removed with the kernel and,
+        # after a SIGKILL, with the run's scratch; never in /tmp's open space or Jupyter's runtime folder.
         self.scratch.mkdir(parents=True, exist_ok=True)
         folder = Path(tempfile.mkdtemp(dir=self.scratch, prefix="k"))
         self._ipc_dirs = [str(folder)]
         kwargs: dict[str, Any] = {"kernel_name": self.kernel_name, "connection_file": str(folder / "c.json"),
                                   "client_class": "jupyter_client.asynchronous.AsyncKernelClient"}
+        launch_env = kernel_environment(env)
         if ipc_supported():
-            ip, extra = self._ipc_base(folder)
-            if extra:
-                self._ipc_dirs.append(extra)
-            kwargs.update(transport="ipc", ip=ip)
+            sockets, fallback = private_ipc_dir(self.scratch)
+            self._ipc_dirs.append(str(sockets))
+            kwargs.update(transport="ipc", ip=str(sockets / "k"))
+            launch_env[PIPE_ENV] = f"ipc://{sockets / 'k-pipe'}"
         km = KernelManager(**kwargs)
-        launch_env = dict(env if env is not None else os.environ)
-        launch_env.setdefault("MPLBACKEND", "Agg")
+        # Our launcher (:func:`launch`): ipykernel with its subprocess pipe on IPC, and an in-memory
+        # IPython history (nothing appended to ~/.ipython/profile_default/history.sqlite).
+        km.kernel_spec.argv = [sys.executable, "-c", "from litrepro.kernels import launch; launch()",
+                               "-f", "{connection_file}", "--HistoryManager.hist_file=:memory:"]
         try:
             km.start_kernel(env=launch_env, cwd=str(self.cwd) if self.cwd else None,
                             preexec_fn=preexec_for_parent(os.getpid()))
@@ -158,8 +242,10 @@ class KernelSlot:
         self.km, self.used = km, 0
         self.started += 1
         if self.warm:
+            # The kernel's start-up and its one-off imports (torch: seconds on a loaded machine) get at
+            # least DEFAULT_PREPARE_TIMEOUT; each later preparation only ``timeout`` (--cell-timeout).
             self._run(f"import litrepro.kernels as _lk; _lk.bootstrap(preload={self.preload!r}); del _lk",
-                      timeout=600)
+                      timeout=max(self.timeout, DEFAULT_PREPARE_TIMEOUT))
 
     def _remove_ipc_dir(self) -> None:
         import shutil
@@ -223,11 +309,12 @@ class KernelSlot:
             self._kc = kc
         return self._kc
 
-    def _run(self, code: str, timeout: float = 120) -> None:
+    def _run(self, code: str, timeout: float | None = None) -> None:
         """Execute ``code`` silently in the kernel; an error, a dead kernel or a timeout is a :class:`KernelError`."""
         import queue
         import time
 
+        timeout = self.timeout if timeout is None else timeout
         kc = self._client()
         msg_id = kc.execute(code, silent=True, store_history=False)
         deadline = time.monotonic() + timeout
@@ -238,7 +325,7 @@ class KernelSlot:
                 if not self.alive():
                     raise KernelError("kernel preparation failed: the kernel died") from None
                 if time.monotonic() > deadline:
-                    raise KernelError(f"kernel preparation failed: no reply in {timeout} s") from None
+                    raise KernelError(f"kernel preparation failed: no reply in {timeout:g} s") from None
                 continue
             if reply.get("parent_header", {}).get("msg_id") == msg_id:
                 break

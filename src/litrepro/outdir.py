@@ -1,109 +1,581 @@
-"""The output folder and the runner's own state inside it.
+"""The output folder, the runner's own record of it, and every file operation inside it.
 
 A run writes its results into ``--out`` and keeps everything else in one
-folder it owns, ``<out>/.litrepro/``:
+private folder it owns, ``<out>/.litrepro/`` (mode 0700, owned by the user
+running litrepro):
 
-* ``OWNER``, a marker naming the folder as litrepro's;
+* ``OWNER``, the runner's record: a journal, one JSON object a line, of every
+  file the runner wrote into ``--out`` with its sha256 (``{"file", "sha256"}``),
+  of every temporary file before it is created (``{"partial"}``) and of every
+  file it removed (``{"gone"}``).  Lines are appended with ``O_APPEND``, one
+  ``write`` each, so parallel workers can record their own files; each run
+  compacts the journal under the lock.
 * ``lock``, the run lock (``flock``, released when the process dies);
 * ``scratch/<pid>-<12 hex>/``, one folder per run, registered by a ``RUN`` file
   holding that same name; every worker, kernel and Dask worker of the run keeps
-  its temporary files there.
+  its temporary files there (``TMPDIR`` points into it);
+* ``cache/``, matplotlib's and IPython's configuration folders for the kernels.
 
-The runner deletes nothing else, ever.  A killed run's scratch is removed by
-the next run on the same ``--out``, under the lock, and only entries of
-``<out>/.litrepro/scratch/`` whose name has the registered form and whose
-``RUN`` file names them; no pattern is ever matched over the user's tree, so a
-run on a parent folder never touches a nested run's scratch.  Atomic-write
-temporary files (:mod:`litrepro.atomic`) are removed by the writer itself.
+Rules, all enforced here (:class:`OutDir`):
 
-``--out`` must be new, empty, or a litrepro output folder (it has
-``.litrepro/OWNER``, holds only names litrepro writes, or is the project's
-``rendered/``); anything else is
-refused before anything is written, so ``--out .`` or ``--out ~`` cannot mix
-results into a user's files.
+* Every file and folder inside ``--out`` is reached with ``openat`` from a
+  checked folder descriptor with ``O_NOFOLLOW``: a symlink (or a file that is
+  not a regular file, e.g. a FIFO or a device, where a file is expected; a file
+  where a folder is expected) is refused with one line, never followed.  New
+  files are created with ``O_CREAT|O_EXCL`` under a fresh name and renamed into
+  place; the lock is opened without truncation.
+* A file is overwritten or deleted only if ``OWNER`` lists it with the sha256 it
+  has now.  Anything else is refused with one line naming the file.
+* After a SIGKILL, the next run (under the lock) removes the temporary files
+  that ``OWNER`` lists as ``partial`` and that never became ``file`` entries,
+  and the registered scratch folders of killed runs; nothing else.
+
+``--out`` must be new, empty, or a litrepro output folder: one with a
+``.litrepro/OWNER`` record, or the project's own ``rendered/``.  A fresh clone
+has no record for ``rendered/`` (``.litrepro/`` is git-ignored), so there the
+runner adopts exactly the files git tracks whose bytes equal the committed
+blob (``git ls-files -s``): git holds a copy of each, so replacing them loses
+nothing.  Anything else is refused before anything is written.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import hashlib
+import json
 import os
 import re
 import shutil
+import stat
+import subprocess
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from litrepro.errors import RunLocked, UsageError
 
 STATE = ".litrepro"
 MARKER = "OWNER"
-MARKER_TEXT = ("This folder belongs to litrepro: the run lock and the per-run scratch of\n"
-               "`python -m litrepro run --out <the folder above>`. Safe to delete when no run is active.\n")
+LOCK = "lock"
 RUN_FILE = "RUN"
+SCRATCH = "scratch"
+CACHE = "cache"
 _RUN_NAME = re.compile(r"[0-9]{1,10}-[0-9a-f]{12}")
-#: Names litrepro itself writes at the top of an output folder (plus the method folders).
-OWN_NAMES = frozenset({STATE, ".litrepro.lock", "summary.ipynb", "summary.html", "sweep_summary.ipynb",
-                       "sweep_summary.html", "benchmarks.json"})
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+#: Linux limits: a path of at most 4095 bytes, a name of at most 255.
+MAX_PATH_BYTES = 4095
+MAX_NAME_BYTES = 255
+#: Reading an existing output is bounded: a seed JSON or notebook larger than this is not ours.
+MAX_READ_BYTES = 512 * 1024 * 1024
 
 
-def _method_names() -> set[str]:
-    from litrepro import methods
+class Refused(UsageError):
+    """A file or folder inside ``--out`` that the runner will not follow, overwrite or delete."""
 
-    return set(methods.METHODS)
+
+def show(path: Path | str) -> str:
+    """A path for a one-line message: control characters (a newline) escaped."""
+    text = str(path)
+    return text if text.isprintable() else ascii(text)[1:-1]
+
+
+def absolute(out: Path | str) -> Path:
+    """``--out`` as an absolute path (symlinks above it kept), checked for what Linux and one-line messages allow."""
+    text = os.fsdecode(out)
+    if not text:
+        raise UsageError("--out: empty path")
+    if any(not ch.isprintable() for ch in text):
+        raise UsageError(f"--out {show(text)}: control characters (a newline, a tab) are not allowed in the path")
+    path = Path(os.path.abspath(text))
+    raw = os.fsencode(str(path))
+    if len(raw) > MAX_PATH_BYTES or any(len(os.fsencode(p)) > MAX_NAME_BYTES for p in path.parts):
+        raise UsageError(f"--out: the path is too long ({len(raw)} bytes; Linux allows {MAX_PATH_BYTES}, "
+                         f"{MAX_NAME_BYTES} per name)")
+    return path
+
+
+def _kind(mode: int) -> str:
+    return ("a symlink" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode)
+            else "a FIFO" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a regular file" if stat.S_ISREG(mode) else "special")
+
+
+def dumps_json(obj) -> str:
+    """Canonical JSON (see :func:`litrepro.atomic.dumps_json`)."""
+    from litrepro.atomic import dumps_json as dumps
+
+    return dumps(obj)
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _git_blob(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+class OutDir:
+    """One ``--out`` folder; every operation walks from its descriptor without following links."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = absolute(root)
+
+    # ------------------------------------------------------------------ folders
+    def _root_fd(self) -> int:
+        try:
+            return os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as err:
+            raise UsageError(f"--out {show(self.root)}: not a usable folder ({err.strerror})") from None
+
+    def _open_dir(self, parts: Iterable[str], create: bool, mode: int = 0o777) -> int | None:
+        """A descriptor of ``root/parts`` reached without following links; None when missing and not ``create``."""
+        fd = self._root_fd()
+        where = self.root
+        try:
+            for part in parts:
+                if part in ("", ".", "..") or "/" in part:
+                    raise Refused(f"{show(where / part)}: not a plain name")
+                where = where / part
+                try:
+                    nxt = os.open(part, _DIR, dir_fd=fd)
+                except FileNotFoundError:
+                    if not create:
+                        os.close(fd)
+                        return None
+                    try:
+                        os.mkdir(part, mode, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                    nxt = os.open(part, _DIR, dir_fd=fd)
+                except OSError as err:
+                    if err.errno in (errno.ELOOP, errno.ENOTDIR):
+                        kind = _kind(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode)
+                        raise Refused(f"{show(where)}: is {kind}, not a folder; litrepro does not follow or "
+                                      "replace it (move it away or use another --out)") from None
+                    raise
+                os.close(fd)
+                fd = nxt
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def state_fd(self, create: bool = True) -> int | None:
+        """``.litrepro``: a folder (not a link) owned by this user, made private (0700)."""
+        fd = self._open_dir([STATE], create, 0o700)
+        if fd is None:
+            return None
+        info = os.fstat(fd)
+        if info.st_uid != os.geteuid():
+            os.close(fd)
+            raise Refused(f"{show(self.root / STATE)}: belongs to another user; refused")
+        if stat.S_IMODE(info.st_mode) != 0o700:
+            os.fchmod(fd, 0o700)
+        return fd
+
+    def state_path(self, *parts: str) -> Path:
+        """A path inside the (checked, private) state folder, creating the folders."""
+        fd = self.state_fd()
+        os.close(fd)
+        if parts:
+            inner = self._open_dir([STATE, *parts], True, 0o700)
+            os.close(inner)
+        return self.root.joinpath(STATE, *parts)
+
+    # ------------------------------------------------------------------ the record
+    def _journal(self, entry: dict) -> None:
+        fd = self.state_fd()
+        try:
+            handle = os.open(MARKER, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+                             | os.O_NONBLOCK, 0o600, dir_fd=fd)
+        except OSError as err:
+            raise Refused(f"{show(self.root / STATE / MARKER)}: cannot record ({err.strerror})") from None
+        finally:
+            os.close(fd)
+        try:
+            if not stat.S_ISREG(os.fstat(handle).st_mode):
+                raise Refused(f"{show(self.root / STATE / MARKER)}: not a regular file; refused")
+            os.write(handle, (json.dumps(entry, sort_keys=True) + "\n").encode())
+        finally:
+            os.close(handle)
+
+    def _read_record_text(self) -> str | None:
+        fd = self.state_fd(create=False)
+        if fd is None:
+            return None
+        try:
+            data = self._read_at(fd, MARKER, self.root / STATE / MARKER)
+        finally:
+            os.close(fd)
+        return None if data is None else data.decode("utf-8", errors="replace")
+
+    def has_record(self) -> bool:
+        return self._read_record_text() is not None
+
+    def record(self) -> tuple[dict[str, str], set[str]]:
+        """``({path: sha256} of the files the runner wrote, {temporary files not known to be gone})``."""
+        files: dict[str, str] = {}
+        partial: set[str] = set()
+        for line in (self._read_record_text() or "").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue                       # the old one-paragraph marker text, or a torn line
+            if not isinstance(entry, dict):
+                continue
+            if isinstance(entry.get("file"), str) and isinstance(entry.get("sha256"), str):
+                files[entry["file"]] = entry["sha256"]
+                partial.discard(entry["file"])
+            elif isinstance(entry.get("partial"), str):
+                partial.add(entry["partial"])
+            elif isinstance(entry.get("gone"), str):
+                files.pop(entry["gone"], None)
+                partial.discard(entry["gone"])
+        return files, partial
+
+    def claim(self) -> None:
+        """Create ``out``, its private state folder and the record (a file, possibly empty)."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise UsageError(f"--out {show(self.root)}: not a writable folder ({err.strerror})") from None
+        fd = self.state_fd()
+        try:
+            handle = os.open(MARKER, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+                             | os.O_NONBLOCK, 0o600, dir_fd=fd)
+            kind = os.fstat(handle).st_mode
+            os.close(handle)
+        except OSError as err:
+            raise Refused(f"{show(self.root / STATE / MARKER)}: not a regular file or not writable "
+                          f"({err.strerror}); refused") from None
+        finally:
+            os.close(fd)
+        if not stat.S_ISREG(kind):
+            raise Refused(f"{show(self.root / STATE / MARKER)}: is {_kind(kind)}; refused")
+        for name in (SCRATCH, CACHE):
+            os.close(self._open_dir([STATE, name], True, 0o700))
+
+    # ------------------------------------------------------------------ files
+    @staticmethod
+    def _split(rel: str) -> tuple[list[str], str]:
+        parts = rel.split("/")
+        return parts[:-1], parts[-1]
+
+    @staticmethod
+    def _read_at(dir_fd: int, name: str, shown: Path) -> bytes | None:
+        """A regular file's bytes (None when missing); a link, FIFO or device is refused, never opened blocking."""
+        try:
+            handle = os.open(name, _READ, dir_fd=dir_fd)
+        except FileNotFoundError:
+            return None
+        except OSError as err:
+            if err.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+                kind = _kind(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+                raise Refused(f"{show(shown)}: is {kind}, not a regular file; refused") from None
+            raise
+        try:
+            info = os.fstat(handle)
+            if not stat.S_ISREG(info.st_mode):
+                raise Refused(f"{show(shown)}: is {_kind(info.st_mode)}, not a regular file; refused")
+            if info.st_size > MAX_READ_BYTES:
+                raise Refused(f"{show(shown)}: larger than {MAX_READ_BYTES} bytes; not a litrepro output")
+            chunks, total = [], 0
+            while True:
+                chunk = os.read(handle, 1 << 20)
+                if not chunk:
+                    break
+                total += len(chunk)
+                if total > MAX_READ_BYTES:
+                    raise Refused(f"{show(shown)}: larger than {MAX_READ_BYTES} bytes; not a litrepro output")
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(handle)
+
+    def read(self, rel: str) -> bytes | None:
+        """The bytes of ``out/rel`` (None when it or a folder above it is missing); see :meth:`_read_at`."""
+        folders, name = self._split(rel)
+        fd = self._open_dir(folders, create=False)
+        if fd is None:
+            return None
+        try:
+            return self._read_at(fd, name, self.root / rel)
+        finally:
+            os.close(fd)
+
+    def is_file(self, rel: str) -> bool:
+        """Whether ``out/rel`` exists; a link, FIFO, device or folder there is refused."""
+        folders, name = self._split(rel)
+        fd = self._open_dir(folders, create=False)
+        if fd is None:
+            return False
+        try:
+            mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            return False
+        finally:
+            os.close(fd)
+        if not stat.S_ISREG(mode):
+            raise Refused(f"{show(self.root / rel)}: is {_kind(mode)}, not a regular file; refused")
+        return True
+
+    def listdir(self, rel: str) -> list[str]:
+        """The names in the folder ``out/rel`` (empty when missing), reached without following links."""
+        fd = self._open_dir(rel.split("/") if rel else [], create=False)
+        if fd is None:
+            return []
+        try:
+            return sorted(os.listdir(fd))
+        finally:
+            os.close(fd)
+
+    def _check_ours(self, dir_fd: int, rel: str, name: str, owned: dict[str, str] | None = None) -> bool:
+        """Whether ``rel`` exists; refuse it unless it is a regular file recorded with its current sha256.
+
+        The record is read only when the file exists (``owned``: already read).
+        """
+        try:
+            mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            return False
+        if not stat.S_ISREG(mode):
+            raise Refused(f"{show(self.root / rel)}: is {_kind(mode)}, not a file litrepro wrote; refused "
+                          "(move it away or use another --out)")
+        data = self._read_at(dir_fd, name, self.root / rel)
+        if owned is None:
+            owned, _ = self.record()
+        if data is not None and owned.get(rel) != sha256_bytes(data):
+            raise Refused(f"{show(self.root / rel)}: not written by litrepro (no entry with its sha256 in "
+                          f"{STATE}/{MARKER}); litrepro does not replace or delete it (move it away or use "
+                          "another --out)")
+        return data is not None
+
+    def check_replaceable(self, rels: Iterable[str]) -> None:
+        """Refuse, before anything is written, a target that exists and is not the runner's own."""
+        owned, _ = self.record()
+        for rel in rels:
+            folders, name = self._split(rel)
+            fd = self._open_dir(folders, create=False)
+            if fd is None:
+                continue
+            try:
+                self._check_ours(fd, rel, name, owned)
+            finally:
+                os.close(fd)
+
+    def write(self, rel: str, data: bytes) -> None:
+        """Publish ``data`` as ``out/rel`` atomically: a fresh ``O_EXCL`` file, fsync, rename over the old one.
+
+        The old file must be the runner's own (see :meth:`_check_ours`).  The
+        temporary file is recorded as ``partial`` before it is created, so a
+        SIGKILL at any point leaves nothing the next run does not remove.
+        """
+        folders, name = self._split(rel)
+        fd = self._open_dir(folders, create=True)
+        try:
+            self._check_ours(fd, rel, name)
+            tmp = f".{name[:200]}.{uuid.uuid4().hex[:12]}.tmp"
+            tmp_rel = "/".join([*folders, tmp])
+            self._journal({"partial": tmp_rel})
+            handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
+                             dir_fd=fd)
+            try:
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(handle, view):]
+                    os.fsync(handle)
+                finally:
+                    os.close(handle)
+                os.rename(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            except BaseException:
+                try:
+                    os.unlink(tmp, dir_fd=fd)
+                except OSError:
+                    pass
+                self._journal({"gone": tmp_rel})
+                raise
+            self._journal({"file": rel, "sha256": sha256_bytes(data)})
+            self._journal({"gone": tmp_rel})
+        finally:
+            os.close(fd)
+
+    def remove(self, rel: str) -> bool:
+        """Delete ``out/rel`` if it is the runner's own (else refused); False when it does not exist."""
+        folders, name = self._split(rel)
+        fd = self._open_dir(folders, create=False)
+        if fd is None:
+            return False
+        try:
+            if not self._check_ours(fd, rel, name):
+                return False
+            os.unlink(name, dir_fd=fd)
+            self._journal({"gone": rel})
+            return True
+        finally:
+            os.close(fd)
+
+    def remove_partials(self) -> list[str]:
+        """Delete the temporary files of killed runs that ``OWNER`` lists; call under :func:`lock`."""
+        _, partial = self.record()
+        removed = []
+        for rel in sorted(partial):
+            folders, name = self._split(rel)
+            try:
+                fd = self._open_dir(folders, create=False)
+            except UsageError:
+                continue                        # a folder replaced by a link since: leave it alone
+            if fd is not None:
+                try:
+                    mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+                    if stat.S_ISREG(mode):
+                        os.unlink(name, dir_fd=fd)
+                        removed.append(rel)
+                except FileNotFoundError:
+                    pass
+                finally:
+                    os.close(fd)
+            self._journal({"gone": rel})
+        return removed
+
+    def compact(self) -> None:
+        """Rewrite ``OWNER`` as one line per recorded file that still exists (its latest hash), and the partials.
+
+        Hashes are checked when a file is replaced or deleted, not here (a
+        run's end would otherwise read every output it ever wrote).
+        """
+        owned, partial = self.record()
+        keep = {}
+        for rel, digest in owned.items():
+            try:
+                if self.is_file(rel):
+                    keep[rel] = digest
+            except UsageError:
+                continue
+        lines = [json.dumps({"file": rel, "sha256": keep[rel]}, sort_keys=True) for rel in sorted(keep)]
+        lines += [json.dumps({"partial": rel}) for rel in sorted(partial)]
+        fd = self.state_fd()
+        try:
+            tmp = f".{MARKER}.{uuid.uuid4().hex[:12]}.tmp"
+            handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                             dir_fd=fd)
+            try:
+                os.write(handle, "".join(line + "\n" for line in lines).encode())
+                os.fsync(handle)
+            finally:
+                os.close(handle)
+            os.rename(tmp, MARKER, src_dir_fd=fd, dst_dir_fd=fd)
+        finally:
+            os.close(fd)
+
+    def adopt_git_tracked(self, repo: Path) -> int:
+        """Record the files under ``out`` that git tracks and whose bytes equal the committed blob.
+
+        For the project's ``rendered/`` on a fresh clone (its ``.litrepro/`` is
+        git-ignored): git keeps a copy of each adopted file.  Returns how many.
+        """
+        try:
+            rel_out = self.root.resolve().relative_to(Path(repo).resolve())
+            listing = subprocess.run(["git", "-C", str(repo), "ls-files", "-s", "-z", "--", str(rel_out)],
+                                     capture_output=True, timeout=60, check=True).stdout
+        except (ValueError, OSError, subprocess.SubprocessError):
+            return 0
+        owned, _ = self.record()
+        adopted = 0
+        for item in listing.split(b"\0"):
+            if not item:
+                continue
+            meta, _, path = item.partition(b"\t")
+            blob = meta.split()[1].decode()
+            rel = str(Path(os.fsdecode(path)).relative_to(rel_out))
+            try:
+                data = self.read(rel)
+            except UsageError:
+                continue
+            if data is None or _git_blob(data) != blob or owned.get(rel) == sha256_bytes(data):
+                continue
+            self._journal({"file": rel, "sha256": sha256_bytes(data)})
+            adopted += 1
+        return adopted
+
+
+def read_plain(path: Path) -> bytes | None:
+    """A regular file's bytes by plain path (a link, FIFO or device is refused; None when missing)."""
+    path = Path(os.path.abspath(path))
+    try:
+        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        return OutDir._read_at(fd, path.name, path)
+    finally:
+        os.close(fd)
 
 
 def inspect(out: Path) -> None:
     """Refuse an ``out`` that is a file, or non-empty and not a litrepro output folder (reads only)."""
-    if not out.exists():
+    folder = OutDir(out)
+    out = folder.root
+    try:
+        info = os.stat(out)
+    except FileNotFoundError:
         return
-    if not out.is_dir():
-        raise UsageError(f"--out {out}: exists and is not a folder")
-    if (out / STATE / MARKER).is_file():
+    except OSError as err:
+        raise UsageError(f"--out {show(out)}: cannot use it ({err.strerror})") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise UsageError(f"--out {show(out)}: exists and is not a folder")
+    if folder.has_record():                                  # checks .litrepro and OWNER without following links
         return
     from litrepro.paths import RENDERED
 
-    if out.resolve() == RENDERED.resolve():   # the project's own output folder, whatever else it holds
+    if out.resolve() == RENDERED.resolve():   # the project's own output folder: git-tracked files are adopted
         return
     try:
-        names = sorted(p.name for p in out.iterdir())
+        names = sorted(os.listdir(out))
     except OSError as err:
-        raise UsageError(f"--out {out}: cannot list the folder ({err.strerror})") from None
-    foreign = [n for n in names if n not in OWN_NAMES and n not in _method_names()]
-    if foreign:
-        raise UsageError(f"--out {out}: not empty and not a litrepro output folder (it holds {foreign[0]!r}); "
-                         "use a new or empty folder")
+        raise UsageError(f"--out {show(out)}: cannot list the folder ({err.strerror})") from None
+    if names:
+        raise UsageError(f"--out {show(out)}: not empty and not a litrepro output folder (it holds "
+                         f"{show(names[0])!r} and no {STATE}/{MARKER}); use a new or empty folder")
 
 
 def claim(out: Path) -> Path:
-    """Create ``out`` and ``out/.litrepro`` with its marker; returns the state folder."""
-    state = out / STATE
-    try:
-        state.mkdir(parents=True, exist_ok=True)
-        marker = state / MARKER
-        if not marker.is_file():
-            marker.write_text(MARKER_TEXT)
-        (state / "scratch").mkdir(exist_ok=True)
-    except OSError as err:
-        raise UsageError(f"--out {out}: not a writable folder ({err.strerror})") from None
-    return state
+    """Create ``out`` and ``out/.litrepro`` with its record; returns the state folder."""
+    folder = OutDir(out)
+    folder.claim()
+    return folder.root / STATE
 
 
 @contextmanager
 def lock(out: Path) -> Iterator[None]:
-    """An exclusive, non-blocking lock on ``out/.litrepro/lock`` (released when the process dies)."""
-    state = claim(out)
-    handle = open(state / "lock", "w")
+    """An exclusive, non-blocking lock on ``out/.litrepro/lock`` (opened without following links or truncating)."""
+    folder = OutDir(out)
+    folder.claim()
+    fd = folder.state_fd()
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        raise RunLocked(f"another 'litrepro run' is writing to {out}; wait for it to finish or use another --out") from None
+        handle = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600,
+                         dir_fd=fd)
+    except OSError as err:
+        if err.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+            raise Refused(f"{show(folder.root / STATE / LOCK)}: is a symlink or not a regular file; refused") from None
+        raise
+    finally:
+        os.close(fd)
     try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            raise Refused(f"{show(folder.root / STATE / LOCK)}: not a regular file; refused")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunLocked(f"another 'litrepro run' is writing to {show(folder.root)}; wait for it to finish "
+                            "or use another --out") from None
         yield
     finally:
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+        os.close(handle)
 
 
 def _is_registered(entry: Path) -> bool:
@@ -116,12 +588,9 @@ def _is_registered(entry: Path) -> bool:
 
 
 def _remove_run_folder(entry: Path) -> None:
-    """Remove a registered run folder, and the short IPC socket folders its kernels listed in it."""
-    import tempfile
+    """Remove a registered run folder, and the short private IPC socket folders its kernels listed in it."""
+    from litrepro.kernels import IPC_FALLBACK_LIST, is_fallback_ipc_dir
 
-    from litrepro.kernels import IPC_FALLBACK_LIST, IPC_FALLBACK_PREFIX
-
-    temp = Path(tempfile.gettempdir())
     for listing in entry.rglob(IPC_FALLBACK_LIST):
         try:
             lines = listing.read_text().splitlines()
@@ -129,19 +598,24 @@ def _remove_run_folder(entry: Path) -> None:
             continue
         for line in lines:
             folder = Path(line.strip())
-            if folder.parent == temp and folder.name.startswith(IPC_FALLBACK_PREFIX) and folder.is_dir():
+            if is_fallback_ipc_dir(folder):
                 shutil.rmtree(folder, ignore_errors=True)
     shutil.rmtree(entry, ignore_errors=True)
 
 
 def remove_stale_scratch(out: Path) -> list[Path]:
-    """Delete killed runs' scratch folders; call under :func:`lock`.  Touches nothing but registered entries."""
-    state = out / STATE
-    if not (state / MARKER).is_file():
+    """Delete killed runs' scratch folders and partial files; call under :func:`lock`.
+
+    Touches nothing but registered scratch entries inside the private state
+    folder and temporary files ``OWNER`` lists as partial.
+    """
+    folder = OutDir(out)
+    if not folder.has_record():
         return []
-    scratch = state / "scratch"
+    folder.remove_partials()
+    scratch = folder.state_path(SCRATCH)
     removed = []
-    for entry in sorted(scratch.iterdir()) if scratch.is_dir() else []:
+    for entry in sorted(scratch.iterdir()):
         if _is_registered(entry):
             _remove_run_folder(entry)
             removed.append(entry)
@@ -151,8 +625,8 @@ def remove_stale_scratch(out: Path) -> list[Path]:
 def new_run_scratch(out: Path) -> Path:
     """This run's scratch folder, ``out/.litrepro/scratch/<pid>-<hex>``, registered; call under :func:`lock`."""
     name = f"{os.getpid()}-{uuid.uuid4().hex[:12]}"
-    folder = out / STATE / "scratch" / name
-    folder.mkdir(parents=True)
+    folder = OutDir(out).state_path(SCRATCH) / name
+    folder.mkdir(mode=0o700)
     (folder / RUN_FILE).write_text(name + "\n")
     return folder
 

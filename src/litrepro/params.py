@@ -119,7 +119,9 @@ def load_yaml(path: Path | str) -> dict[str, Any]:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise ParameterError(f"{path}: not valid YAML: {err}") from None
+        raise ParameterError(f"{path}: not valid YAML: {yaml_problem(err)}") from None
+    except ValueError as err:           # e.g. an integer of more than 4300 digits
+        raise ParameterError(f"{path}: a value is not usable ({err})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -160,22 +162,38 @@ def as_dict(config: Any) -> dict[str, Any]:
     return dataclasses.asdict(config)
 
 
+def yaml_problem(err: Exception) -> str:
+    """A YAML error on one line: what went wrong and where (line, column)."""
+    problem = getattr(err, "problem", None) or getattr(err, "context", None) or str(err)
+    mark = getattr(err, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    return " ".join(f"{problem}{where}".split())
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """A user value for a one-line message: escaped, and cut when long (a 5000-digit number)."""
+    shown = ascii(text)
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(text)} characters)"
+
+
 def parse_override(text: str) -> tuple[str, list[Any]]:
     """Parse ``key=value`` or ``key=v1,v2`` from ``--set``; values are YAML scalars."""
     key, sep, raw = text.partition("=")
     key = key.strip()
     if not sep or not key or not raw.strip():
-        raise ParameterError(f"--set {text!r}: expected key=value")
+        raise ParameterError(f"--set {_short(text)}: expected key=value")
     try:
         whole = yaml.safe_load(raw)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, ValueError):
         whole = None
     if isinstance(whole, list):  # key=[1, 2] is one list-valued setting
         return key, [whole]
     try:
         values = [yaml.safe_load(part) for part in raw.split(",")]
     except yaml.YAMLError as err:
-        raise ParameterError(f"--set {text!r}: value is not a YAML scalar ({err})") from None
+        raise ParameterError(f"--set {_short(text)}: value is not a YAML scalar ({yaml_problem(err)})") from None
+    except ValueError as err:           # an integer of more than 4300 digits
+        raise ParameterError(f"--set {key}: value {_short(raw)} is not usable ({str(err).split(';')[0]})") from None
     if any(v is None for v in values):
-        raise ParameterError(f"--set {text!r}: empty value")
+        raise ParameterError(f"--set {_short(text)}: empty value")
     return key, values

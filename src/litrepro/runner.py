@@ -18,6 +18,8 @@ import hashlib
 import json
 import os
 import re
+import select
+import signal
 import subprocess
 import sys
 import threading
@@ -26,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from litrepro import atomic, methods
+from litrepro import methods, outdir
+from litrepro.errors import UsageError
 from litrepro.kernels import preexec_for_parent
-from litrepro.summary import summarise
+from litrepro.summary import seed_result_names, summarise
 from litrepro.worker import OUTCOME, job_parameters, output_paths
 
 #: Default notebooks per kernel before it is replaced (``--kernel-reuse``).
@@ -43,6 +46,18 @@ class Job:
     device: str | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
     cell_timeout: float | None = None      # seconds one notebook cell may run (None: no limit)
+    root: Path | None = None               # --out (default: the method folder's parent)
+
+    @property
+    def out_root(self) -> Path:
+        if self.root is not None:
+            return Path(self.root)
+        return self.out_dir.parent if self.out_dir.parent.name != self.method else self.out_dir.parent.parent
+
+    @property
+    def rel_dir(self) -> str:
+        """``out_dir`` relative to ``--out``, with ``/`` separators."""
+        return self.out_dir.relative_to(self.out_root).as_posix()
 
     @property
     def label(self) -> str:
@@ -53,12 +68,14 @@ class Job:
         """Arguments of :func:`litrepro.worker.execute`; ``out_dir`` redirects the files (Dask scratch)."""
         return {"method_name": self.method, "seed": self.seed, "out_dir": str(out_dir or self.out_dir),
                 "label_dir": str(self.out_dir), "device": self.device, "overrides": self.overrides,
-                "cell_timeout": self.cell_timeout}
+                "cell_timeout": self.cell_timeout, "out_root": None if out_dir else str(self.out_root)}
 
 
 #: A value that may appear as-is in a folder name: short, no separators, not starting with a dot.
 _SAFE_VALUE = re.compile(r"[A-Za-z0-9_+\-][A-Za-z0-9_.+\-]{0,31}")
 _MAX_VARIANT_NAME = 120
+#: Prefix of a hashed value or point: ``@`` is outside ``_SAFE_VALUE``, so no plain value can imitate it.
+_HASHED = "@h"
 
 
 def _value_tag(value: Any) -> str:
@@ -66,45 +83,62 @@ def _value_tag(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     if _SAFE_VALUE.fullmatch(text) and ".." not in text:
         return text
-    return "h" + hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:12]
+    return _HASHED + hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def variant_dir(out: Path, method: str, overrides: dict[str, Any]) -> Path:
     """``out/<method>`` or, for a sweep point, ``out/<method>/<k>=<v>,...``.
 
     Keys are validated parameter names; a value that is not short, plain text
-    (no separators, no ``..``, no leading dot) is replaced by a hash of it, and an
-    over-long name by a hash of the whole point, so the folder is always one
-    level inside ``out/<method>``.  The full values are in each seed's JSON.
+    (no separators, no ``..``, no leading dot) is replaced by ``@h`` and a hash
+    of it, and an over-long name by ``@h`` and a hash of the whole point, so the
+    folder is always one level inside ``out/<method>``, and no plain value (which
+    cannot contain ``@``) names the folder of another point.  The full values
+    are in each seed's JSON.
     """
     base = out / method
     if not overrides:
         return base
     name = ",".join(f"{k}={_value_tag(v)}" for k, v in sorted(overrides.items()))
     if len(name) > _MAX_VARIANT_NAME:
-        name = "h" + hashlib.sha256(json.dumps(overrides, sort_keys=True).encode()).hexdigest()[:16]
+        name = _HASHED + hashlib.sha256(json.dumps(overrides, sort_keys=True).encode()).hexdigest()[:16]
     assert "/" not in name and os.sep not in name and name not in (".", ".."), name
     return base / name
 
 
-def read_result(path: Path) -> dict[str, Any] | None:
-    """A seed's JSON when it is a readable object with the keys a summary needs, else None."""
+def parse_result(data: bytes | None) -> dict[str, Any] | None:
+    """A seed's JSON when it is an object with the keys a summary needs, else None."""
+    if data is None:
+        return None
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError, UnicodeDecodeError):
+        result = json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
-    if not (isinstance(data, dict) and isinstance(data.get("provenance"), dict)
-            and isinstance(data.get("metrics"), dict) and isinstance(data.get("checks"), dict)):
+    if not (isinstance(result, dict) and isinstance(result.get("provenance"), dict)
+            and isinstance(result.get("metrics"), dict) and isinstance(result.get("checks"), dict)):
         return None
-    return data
+    return result
+
+
+def read_result(path: Path) -> dict[str, Any] | None:
+    """A seed's JSON at ``path`` (a regular file, opened without following a link or blocking), else None."""
+    try:
+        return parse_result(outdir.read_plain(Path(path)))
+    except (OSError, UsageError):
+        return None
 
 
 def is_fresh(job: Job, current_hashes: dict[str, str]) -> bool:
-    """Outputs exist and were made by ``current_hashes`` (the method's sources) with the same parameters."""
-    paths = output_paths(job.out_dir, job.seed)
-    if not paths["notebook"].is_file():
+    """Outputs exist and were made by ``current_hashes`` (the method's sources) with the same parameters.
+
+    Reads through :class:`litrepro.outdir.OutDir`: a link, FIFO or device where
+    an output is expected is refused (a :class:`~litrepro.outdir.Refused` error), never opened.
+    """
+    folder = outdir.OutDir(job.out_root)
+    names = {k: f"{job.rel_dir}/{p.name}" for k, p in output_paths(job.out_dir, job.seed).items()}
+    if not folder.is_file(names["notebook"]):
         return False
-    result = read_result(paths["json"])
+    result = parse_result(folder.read(names["json"]))
     if result is None:
         return False
     recorded = result["provenance"]
@@ -112,19 +146,28 @@ def is_fresh(job: Job, current_hashes: dict[str, str]) -> bool:
     return recorded.get("source_sha256") == current_hashes and recorded.get("parameters") == wanted
 
 
+def job_targets(job: Job) -> list[str]:
+    """The files a job may write or delete, relative to ``--out``."""
+    return [f"{job.rel_dir}/{p.name}" for p in output_paths(job.out_dir, job.seed).values()]
+
+
 class LocalWorkers:
     """Long-lived ``python -m litrepro.worker --serve`` processes, one per runner thread.
 
     Each thread that submits gets its own worker (spawned by that thread, whose
     death is the worker's parent-death signal) and reuses it; a worker that dies
-    is reported ``lost`` for its job and replaced for the next one.
+    is reported ``lost`` for its job and replaced for the next one.  A worker
+    prints a heartbeat line every :data:`litrepro.worker.HEARTBEAT_S` seconds; one
+    silent for ``timeout`` seconds (``--cell-timeout``: stopped, or wedged) is
+    killed and its job reported ``lost``, so no wait on a worker is unbounded.
     """
 
     def __init__(self, scratch: Path, kernel_reuse: int = DEFAULT_KERNEL_REUSE,
-                 idle_exit_s: float | None = None) -> None:
+                 idle_exit_s: float | None = None, timeout: float | None = None) -> None:
         self.scratch = Path(scratch)
         self.kernel_reuse = kernel_reuse
         self.idle_exit_s = idle_exit_s
+        self.timeout = timeout
         self._local = threading.local()
         self._procs: list[subprocess.Popen] = []
         self._lock = threading.Lock()
@@ -138,32 +181,56 @@ class LocalWorkers:
                "--kernel-reuse", str(self.kernel_reuse)]
         if self.idle_exit_s:
             cmd += ["--idle-exit", str(self.idle_exit_s)]
+        if self.timeout:
+            cmd += ["--timeout", str(self.timeout)]
         stderr = open(folder / "stderr.log", "ab")
-        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, text=True,
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                                 preexec_fn=preexec_for_parent(os.getpid()))
         stderr.close()
         proc.log = folder / "stderr.log"  # type: ignore[attr-defined]
+        proc.buffer = b""  # type: ignore[attr-defined]
         with self._lock:
             self._procs.append(proc)
         return proc
+
+    def _line(self, proc: subprocess.Popen) -> bytes:
+        """The worker's next stdout line; EOFError when it closes, TimeoutError when silent too long."""
+        while b"\n" not in proc.buffer:  # type: ignore[attr-defined]
+            ready, _, _ = select.select([proc.stdout], [], [], self.timeout)
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(proc.stdout.fileno(), 1 << 16)
+            if not chunk:
+                raise EOFError
+            proc.buffer += chunk  # type: ignore[attr-defined]
+        line, _, proc.buffer = proc.buffer.partition(b"\n")  # type: ignore[attr-defined]
+        return line
 
     def submit(self, job: Job, out_dir: Path | None = None) -> dict[str, Any]:
         proc = getattr(self._local, "proc", None)
         if proc is None or proc.poll() is not None:
             proc = self._local.proc = self._spawn()
+        silent = False
         try:
-            proc.stdin.write(json.dumps(job.payload(out_dir)) + "\n")
+            proc.stdin.write((json.dumps(job.payload(out_dir)) + "\n").encode())
             proc.stdin.flush()
-            for line in proc.stdout:
+            while True:
+                line = self._line(proc).decode("utf-8", errors="replace")
                 if line.startswith(OUTCOME):
                     return json.loads(line[len(OUTCOME):])
-        except (BrokenPipeError, OSError, ValueError):
+        except TimeoutError:
+            silent = True
+            proc.kill()                     # stopped or wedged: its kernel dies with it (parent-death signal)
+        except (EOFError, BrokenPipeError, OSError, ValueError):
             proc.kill()                     # a garbled reply: this worker is not trusted with another job
         code = proc.wait()
         self._local.proc = None
-        reason = f"worker killed by signal {-code}" if code < 0 else f"worker exited with status {code}"
+        if silent:
+            reason = f"worker gave no sign of life for {self.timeout:g} s (--cell-timeout); killed"
+        else:
+            reason = f"worker killed by signal {-code}" if code < 0 else f"worker exited with status {code}"
         try:
-            tail = proc.log.read_text(errors="replace").strip().splitlines()[-1:]  # type: ignore[attr-defined]
+            tail = [] if silent else proc.log.read_text(errors="replace").strip().splitlines()[-1:]  # type: ignore[attr-defined]
         except OSError:
             tail = []
         return {"status": "lost", "method": job.method, "seed": job.seed, "notebook": None, "cell": None,
@@ -230,61 +297,77 @@ def execute_jobs(jobs: list[Job], *, workers: int, retries: int = 0, retry_faile
 def write_summaries(jobs: list[Job]) -> tuple[list[Path], list[str]]:
     """Rebuild ``summary.json`` and the PNGs of every (method, variant) folder touched by ``jobs``.
 
-    Returns the summaries written and one line per problem (an unreadable seed
-    JSON, which is left out, or a summary that could not be written); a problem
-    never stops the other folders.
+    A summary covers every ``seed-<N>.json`` in its folder, the same seeds the
+    summary notebook shows (not only this run's).  Returns the summaries
+    written and one line per problem (an unreadable seed JSON, which is left
+    out, or a summary that could not be written); a problem never stops the
+    other folders.  Reads and writes go through :class:`litrepro.outdir.OutDir`.
     """
-    from litrepro.plotting import save_png  # matplotlib: imported only when there is something to plot
+    from litrepro.plotting import png_bytes  # matplotlib: imported only when there is something to plot
 
-    groups: dict[tuple[str, Path], list[int]] = {}
+    groups: dict[tuple[str, Path, Path], str] = {}
     for job in jobs:
-        groups.setdefault((job.method, job.out_dir), []).append(job.seed)
+        groups[(job.method, job.out_dir, job.out_root)] = job.rel_dir
     written, problems = [], []
-    for (method, folder), seeds in sorted(groups.items()):
+    for (method, folder, root), rel in sorted(groups.items()):
+        out = outdir.OutDir(root)
         results = []
-        for seed in sorted(set(seeds)):
-            path = output_paths(folder, seed)["json"]
-            if not path.is_file():
+        try:
+            names = seed_result_names(out.listdir(rel))
+        except UsageError as err:
+            problems.append(str(err))
+            continue
+        for name in names:
+            try:
+                result = parse_result(out.read(f"{rel}/{name}"))
+            except UsageError as err:
+                problems.append(f"{err}; left out of the summary")
                 continue
-            result = read_result(path)
             if result is None:
-                problems.append(f"{path}: not a readable seed result; left out of the summary")
+                problems.append(f"{outdir.show(folder / name)}: not a readable seed result; left out of the summary")
                 continue
             results.append(result)
         if not results:
             continue
         try:
-            atomic.write_json(folder / "summary.json", summarise(method, results))
+            out.write(f"{rel}/summary.json", outdir.dumps_json(summarise(method, results)).encode())
             written.append(folder / "summary.json")
             for name, fig in methods.get(method).plot_function()(results).items():
-                save_png(fig, folder / name)
-        except Exception as err:  # noqa: BLE001 - disk full, or a result missing a field: one line
-            problems.append(f"{folder}: summary not written ({type(err).__name__}: {err})")
+                out.write(f"{rel}/{name}", png_bytes(fig))
+        except Exception as err:  # noqa: BLE001 - disk full, a result missing a field, a refused file: one line
+            problems.append(f"{outdir.show(folder)}: summary not written ({type(err).__name__}: {err})")
     return written, problems
 
 
-def _execute_summary(source: Path, executed: Path, parameters: dict[str, Any], scratch: Path) -> None:
-    """Execute a summary notebook in a fresh kernel of our own (IPC transport, dies with us)."""
+def _execute_summary(source: Path, executed: Path, parameters: dict[str, Any], scratch: Path,
+                     cell_timeout: float | None = None) -> None:
+    """Execute a summary notebook in a fresh kernel of our own (IPC transport, dies with us, bounded by ``cell_timeout``)."""
     import papermill as pm
 
     from litrepro.kernels import KernelSlot
     from litrepro.paths import NOTEBOOKS
 
-    slot = KernelSlot(reuse=1, scratch=scratch / "kernels", cwd=NOTEBOOKS)
+    slot = KernelSlot(reuse=1, scratch=scratch / "kernels", cwd=NOTEBOOKS, timeout=cell_timeout)
     km = slot.acquire(scratch / "unused-result.json")
     try:
         pm.execute_notebook(str(source), str(executed), parameters=parameters, kernel_name=slot.kernel_name,
-                            km=km, progress_bar=False, cwd=str(NOTEBOOKS))
+                            km=km, progress_bar=False, cwd=str(NOTEBOOKS), execution_timeout=cell_timeout or None,
+                            start_timeout=max(60, int(cell_timeout or 0)))
     finally:
         slot.kill()
 
 
+#: Names of the summary notebooks and their HTML, at the top of ``--out``.
+SUMMARY_FILES = ("summary.ipynb", "summary.html", "sweep_summary.ipynb", "sweep_summary.html")
+
+
 def render_summary_notebook(out: Path, scratch: Path | None = None, *, source_name: str = "summary.ipynb",
-                            parameters: dict[str, Any] | None = None) -> Path | None:
+                            parameters: dict[str, Any] | None = None, cell_timeout: float | None = None) -> Path | None:
     """Execute ``notebooks/<source_name>`` over ``out`` into ``out/<source_name>`` and its ``.html``.
 
     ``summary.ipynb`` needs seed results in ``out/<method>/``; ``sweep_summary.ipynb``
     needs sweep-point folders ``out/<method>/<point>/``; without them nothing is written.
+    A cell running longer than ``cell_timeout`` seconds fails it (a CellTimeoutError).
     """
     import tempfile
 
@@ -294,13 +377,15 @@ def render_summary_notebook(out: Path, scratch: Path | None = None, *, source_na
     from litrepro.paths import NOTEBOOKS, ROOT, relative
     from litrepro.worker import clean_notebook
 
+    folder = outdir.OutDir(out)
+    out = folder.root
     if parameters is None:
         if source_name == "sweep_summary.ipynb":
             from litrepro.sweep import has_sweep
 
             if not has_sweep(out, methods.METHODS):
                 return None
-        elif not any(next((out / name).glob("seed-*.json"), None) for name in methods.METHODS):
+        elif not any(seed_result_names(folder.listdir(name)) for name in methods.METHODS):
             return None
         results_dir = relative(out) if out.resolve().is_relative_to(ROOT) else str(out.resolve())
         parameters = {"results_dir": results_dir}
@@ -310,7 +395,7 @@ def render_summary_notebook(out: Path, scratch: Path | None = None, *, source_na
     tmp = Path(tempfile.mkdtemp(dir=scratch_root, prefix="summary-"))
     try:
         executed = tmp / source_name
-        _execute_summary(source, executed, parameters, tmp)
+        _execute_summary(source, executed, parameters, tmp, cell_timeout)
         nb = clean_notebook(nbformat.read(executed, as_version=4), input_path=relative(source),
                             output_path=relative(target))
     finally:
@@ -319,6 +404,6 @@ def render_summary_notebook(out: Path, scratch: Path | None = None, *, source_na
         shutil.rmtree(tmp if scratch else scratch_root, ignore_errors=True)
     text = nbformat.writes(nb)
     html, _ = HTMLExporter().from_notebook_node(nb)
-    atomic.write_text(target, text)
-    atomic.write_text(target.with_suffix(".html"), html)
+    folder.write(source_name, text.encode())
+    folder.write(Path(source_name).with_suffix(".html").name, html.encode())
     return target

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from litrepro import atomic
+from litrepro.outdir import OutDir
 from litrepro.errors import UsageError
 from litrepro.runner import Job, LocalWorkers
 from litrepro.worker import maybe_die, output_paths
@@ -53,15 +53,16 @@ def check_address(scheduler: str) -> None:
         raise bad
 
 
-def _helper(kernel_reuse: int) -> LocalWorkers:
+def _helper(kernel_reuse: int, timeout: float | None = None) -> LocalWorkers:
     """This Dask worker's pool of litrepro worker processes, scratch in the Dask worker's own folder."""
     from dask.distributed import get_worker
 
     root = Path(get_worker().local_directory) / "litrepro"
-    key = (str(root), kernel_reuse)
+    key = (str(root), kernel_reuse, timeout)
     with _helpers_lock:
         if key not in _helpers:
-            _helpers[key] = LocalWorkers(root, kernel_reuse=kernel_reuse, idle_exit_s=HELPER_IDLE_EXIT_S)
+            _helpers[key] = LocalWorkers(root, kernel_reuse=kernel_reuse, idle_exit_s=HELPER_IDLE_EXIT_S,
+                                         timeout=timeout)
         return _helpers[key]
 
 
@@ -78,7 +79,7 @@ def close_helpers() -> int:
 def run_on_worker(job: Job, kernel_reuse: int) -> dict[str, Any]:
     """Executed on a Dask worker: run the job in scratch space, return outcome and file bytes."""
     maybe_die("dask", job.method, job.seed)
-    helper = _helper(kernel_reuse)
+    helper = _helper(kernel_reuse, job.cell_timeout)
     helper.scratch.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=helper.scratch, prefix="out-") as tmp:
         outcome = helper.submit(job, out_dir=Path(tmp))
@@ -87,15 +88,16 @@ def run_on_worker(job: Job, kernel_reuse: int) -> dict[str, Any]:
 
 
 def publish(job: Job, outcome: dict[str, Any]) -> dict[str, Any]:
-    """Write a Dask outcome's files into ``job.out_dir`` like a local worker would."""
+    """Write a Dask outcome's files into ``job.out_dir`` like a local worker would (through ``OutDir``)."""
     files = outcome.pop("files", {})
+    folder = OutDir(job.out_root)
     paths = output_paths(job.out_dir, job.seed)
     for key in ("failed", "notebook", "json"):  # the JSON, the commit marker, last
         name = paths[key].name
         if name in files:
-            atomic.write_bytes(paths[key], files[name])
+            folder.write(f"{job.rel_dir}/{name}", files[name])
     if outcome.get("status") == "ok":
-        paths["failed"].unlink(missing_ok=True)
+        folder.remove(f"{job.rel_dir}/{paths['failed'].name}")
     return outcome
 
 

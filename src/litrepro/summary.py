@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -100,12 +102,28 @@ def summarise(method: str, results: list[Mapping[str, Any]]) -> dict[str, Any]:
 
 # --- Helpers of the cross-seed summary notebook (notebooks/summary.ipynb) -------------------
 
+_SEED_JSON = re.compile(r"seed-([0-9]{1,10})\.json")
+
+
+def seed_result_names(names: Iterable[str]) -> list[str]:
+    """The ``seed-<N>.json`` names among ``names``, sorted by seed.
+
+    The one definition of which seeds a folder holds: the runner's
+    ``summary.json`` and the summary notebook (:func:`load_seed_results`) both
+    use it, so they always cover the same seeds.
+    """
+    found = [(int(m.group(1)), n) for n in names if (m := _SEED_JSON.fullmatch(n))]
+    return [n for _, n in sorted(found)]
+
+
 def load_seed_results(results_dir: str | Path, method: str) -> list[dict[str, Any]]:
-    """Every ``<results_dir>/<method>/seed-<N>.json``, sorted by seed."""
+    """Every readable ``<results_dir>/<method>/seed-<N>.json``, sorted by seed (those the runner's summary.json covers)."""
+    from litrepro.runner import read_result
+
     folder = Path(results_dir)
-    folder = folder if folder.is_absolute() else ROOT / folder
-    paths = sorted((folder / method).glob("seed-*.json"), key=lambda p: int(p.stem.split("-")[1]))
-    return [json.loads(p.read_text()) for p in paths]
+    folder = (folder if folder.is_absolute() else ROOT / folder) / method
+    names = seed_result_names(os.listdir(folder)) if folder.is_dir() else []
+    return [r for r in (read_result(folder / n) for n in names) if r is not None]
 
 
 def _pm(stats: Mapping[str, Any] | None, digits: int = 4, zero: bool = False, count: bool = False) -> str:

@@ -32,11 +32,16 @@ def _read(path: Path) -> dict[str, Any] | None:
     return data if ok else None
 
 
+def _cell(value: Any) -> Any:
+    return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value
+
+
 def load_sweep(results_dir: str | Path, method: str) -> tuple[pd.DataFrame, list[str]]:
     """One row per (sweep point, seed): the swept parameters, ``seed`` and every scalar metric.
 
     Returns the table and the names of the swept parameters (those whose
     recorded value differs between the points); both are empty without a sweep.
+    A list-valued parameter appears as its JSON text (``"[0.5, 1.0, 2.0]"``).
     """
     base = Path(results_dir)
     base = base if base.is_absolute() else ROOT / base
@@ -53,7 +58,9 @@ def load_sweep(results_dir: str | Path, method: str) -> tuple[pd.DataFrame, list
         return pd.DataFrame(), []
     keys = sorted({k for r in rows for k in r["params"]})
     swept = [k for k in keys if len({json.dumps(r["params"].get(k), sort_keys=True) for r in rows}) > 1]
-    table = pd.DataFrame([{**{k: r["params"].get(k) for k in swept}, "seed": r["seed"], **r["metrics"]} for r in rows])
+    # A list (or mapping) value is shown as its JSON text: one hashable, sortable category per point.
+    table = pd.DataFrame([{**{k: _cell(r["params"].get(k)) for k in swept}, "seed": r["seed"], **r["metrics"]}
+                          for r in rows])
     return table.sort_values([*swept, "seed"], kind="stable").reset_index(drop=True), swept
 
 

@@ -45,7 +45,8 @@ _VOLATILE = ("start_time", "end_time", "duration")
 #: Fault injection for the fault tests: ``<where>:<method>:<seed>[:<once-file>]`` makes the process at
 #: ``where`` (``worker``: the job's worker process, ``dask``: the Dask worker, ``kernel``: the job's
 #: kernel, killed from outside once the notebook is running, as the OOM killer would) die by SIGKILL
-#: when it starts that job; ``hang`` stops the job's kernel (SIGSTOP) instead, so the notebook hangs.
+#: when it starts that job; ``hang`` stops the job's kernel (SIGSTOP) instead, so the notebook hangs;
+#: ``stopworker`` stops the worker process itself (SIGSTOP).
 #: With a once-file, only the first time (the file records that it happened).
 FAULT_ENV = "LITREPRO_TEST_FAULT"
 #: Prefix of the one stdout line that carries a job's outcome (libraries may print other lines).
@@ -67,6 +68,12 @@ def fault_armed(where: str, method: str, seed: int) -> bool:
 def maybe_die(where: str, method: str, seed: int) -> None:
     if fault_armed(where, method, seed):
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def maybe_stop(method: str, seed: int) -> None:
+    """Fault ``stopworker``: the worker stops itself (SIGSTOP) on taking the job, as a wedged worker would."""
+    if fault_armed("stopworker", method, seed):
+        os.kill(os.getpid(), signal.SIGSTOP)
 
 
 def _signal_kernel_when_running(slot, executed: Path, sig: int) -> threading.Thread:
@@ -133,9 +140,34 @@ def output_paths(out_dir: Path, seed: int) -> dict[str, Path]:
             "failed": out_dir / f"seed-{seed}.failed.ipynb"}
 
 
+class Publisher:
+    """Writes and deletes a job's outputs: through :class:`litrepro.outdir.OutDir` when they go into ``--out``
+    (``out_root``), else plainly (a Dask worker's own scratch folder, inside the runner's scratch)."""
+
+    def __init__(self, out: Path, out_root: str | None) -> None:
+        from litrepro.outdir import OutDir
+
+        self.out = out
+        self.folder = OutDir(out_root) if out_root else None
+        self.rel = out.relative_to(self.folder.root).as_posix() if self.folder else None
+
+    def write(self, path: Path, data: bytes) -> None:
+        if self.folder is None:
+            atomic.write_bytes(path, data)
+        else:
+            self.folder.write(f"{self.rel}/{path.name}", data)
+
+    def remove(self, path: Path) -> None:
+        if self.folder is None:
+            path.unlink(missing_ok=True)
+        else:
+            self.folder.remove(f"{self.rel}/{path.name}")
+
+
 def execute(method_name: str, seed: int, out_dir: str, device: str | None = None,
             overrides: dict[str, Any] | None = None, label_dir: str | None = None,
-            cell_timeout: float | None = None, *, slot: KernelSlot, scratch: str | Path) -> dict[str, Any]:
+            cell_timeout: float | None = None, out_root: str | None = None, *, slot: KernelSlot,
+            scratch: str | Path) -> dict[str, Any]:
     """Run one job in ``slot``'s kernel; returns ``{"status": "ok" | "failed" | "lost", ...}``, never raises.
 
     ``scratch`` is a folder the runner owns; the job executes in a private
@@ -146,6 +178,8 @@ def execute(method_name: str, seed: int, out_dir: str, device: str | None = None
     (``--retries`` re-runs it); its partial notebook is kept as ``seed-<N>.failed.ipynb``.
     A cell that runs longer than ``cell_timeout`` seconds (a hung notebook) makes it
     ``failed``, with its partial notebook kept the same way; the slot then replaces the kernel.
+    With ``out_root`` (``--out``), files are published through :class:`litrepro.outdir.OutDir`:
+    recorded in ``OWNER``, never through a link, never over a file that is not the runner's own.
     """
     import papermill as pm
     from nbclient.exceptions import CellTimeoutError
@@ -157,6 +191,7 @@ def execute(method_name: str, seed: int, out_dir: str, device: str | None = None
     defaults = methods.notebook_defaults(method.notebook)
     inject = {k: v for k, v in params.items() if k in ("seed", "device") or defaults.get(k) != v}
     out = Path(out_dir)
+    publisher = Publisher(out, out_root)
     paths = output_paths(out, seed)
     shown = output_paths(Path(label_dir) if label_dir else out, seed)
     Path(scratch).mkdir(parents=True, exist_ok=True)
@@ -171,7 +206,7 @@ def execute(method_name: str, seed: int, out_dir: str, device: str | None = None
         try:
             nb = clean_notebook(nbformat.read(executed, as_version=4), input_path=relative(method.notebook),
                                 output_path=relative(shown["failed"]))
-            atomic.write_text(paths["failed"], nbformat.writes(nb))
+            publisher.write(paths["failed"], nbformat.writes(nb).encode())
         except Exception:  # noqa: BLE001 - a half-written notebook: nothing to keep
             return None
         return relative(shown["failed"])
@@ -212,9 +247,9 @@ def execute(method_name: str, seed: int, out_dir: str, device: str | None = None
         }
         nb = clean_notebook(nbformat.read(executed, as_version=4), input_path=relative(method.notebook),
                             output_path=relative(shown["notebook"]))
-        atomic.write_text(paths["notebook"], nbformat.writes(nb))
-        atomic.write_json(paths["json"], results)
-        paths["failed"].unlink(missing_ok=True)
+        publisher.write(paths["notebook"], nbformat.writes(nb).encode())
+        publisher.write(paths["json"], atomic.dumps_json(results).encode())
+        publisher.remove(paths["failed"])
         ok = True
         return {**base, "status": "ok", "json": relative(shown["json"]),
                 "timings": {"kernel_s": kernel_at - started, "execute_s": executed_at - kernel_at,
@@ -234,16 +269,43 @@ def _watch_stdin(lines: "queue.Queue[str | None]", slot: KernelSlot) -> None:
     os._exit(0)
 
 
-def serve(scratch: str, kernel_reuse: int, idle_exit_s: float | None = None) -> int:
-    """Run jobs from stdin (one JSON object a line) until stdin closes; one outcome line each."""
+#: Seconds between a worker's heartbeat lines (the runner kills a worker silent for ``--cell-timeout``).
+HEARTBEAT_S = 2.0
+HEARTBEAT = "@litrepro-alive"
+_stdout_lock = threading.Lock()
+
+
+def _say(line: str) -> None:
+    with _stdout_lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def _heartbeat() -> None:
+    while True:
+        time.sleep(HEARTBEAT_S)
+        try:
+            _say(HEARTBEAT)
+        except (OSError, ValueError):
+            return
+
+
+def serve(scratch: str, kernel_reuse: int, idle_exit_s: float | None = None, timeout: float | None = None) -> int:
+    """Run jobs from stdin (one JSON object a line) until stdin closes; one outcome line each.
+
+    A heartbeat line every :data:`HEARTBEAT_S` seconds tells the runner this
+    worker still lives; ``timeout`` (``--cell-timeout``) bounds the kernel's
+    preparation.
+    """
     import queue
 
     from litrepro.kernels import set_parent_death_signal
 
     set_parent_death_signal()  # no-op unless the runner set it already; harmless to repeat
-    slot = KernelSlot(reuse=kernel_reuse, scratch=Path(scratch) / "k", cwd=NOTEBOOKS)
+    slot = KernelSlot(reuse=kernel_reuse, scratch=Path(scratch) / "k", cwd=NOTEBOOKS, timeout=timeout)
     lines: queue.Queue = queue.Queue()
     threading.Thread(target=_watch_stdin, args=(lines, slot), daemon=True).start()
+    threading.Thread(target=_heartbeat, daemon=True).start()
     while True:
         try:
             line = lines.get(timeout=idle_exit_s)
@@ -251,10 +313,10 @@ def serve(scratch: str, kernel_reuse: int, idle_exit_s: float | None = None) -> 
             slot.kill()
             return 0
         job = json.loads(line)
+        maybe_stop(job["method_name"], job["seed"])
         outcome = execute(**job, slot=slot, scratch=scratch)
         outcome["kernels_started"] = slot.started
-        sys.stdout.write(OUTCOME + json.dumps(outcome) + "\n")
-        sys.stdout.flush()
+        _say(OUTCOME + json.dumps(outcome))
 
 
 def main(argv: list[str]) -> int:
@@ -264,8 +326,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--scratch", required=True, help="a folder the runner owns, for this worker's scratch")
     parser.add_argument("--kernel-reuse", type=int, default=1, help="notebooks per kernel (1: a fresh kernel each)")
     parser.add_argument("--idle-exit", type=float, default=None, help="exit after this many seconds without a job")
+    parser.add_argument("--timeout", type=float, default=None, help="bound on a kernel's preparation (seconds)")
     args = parser.parse_args(argv)
-    return serve(args.scratch, args.kernel_reuse, args.idle_exit)
+    return serve(args.scratch, args.kernel_reuse, args.idle_exit, args.timeout)
 
 
 if __name__ == "__main__":
