@@ -1,0 +1,552 @@
+"""Independent recomputations of every ``waypoint_opd`` stage, on the run's own data.
+
+Each check re-derives one stage from what the run recorded (its seed, generator
+states, prompts, rollouts, gates and parameters) with code of its own: plain
+loops over tokens or rollouts, gradients written out by hand or taken by autograd
+of a reference forward pass, and the byte ranges of the seed contract.  Nothing
+here calls the stage code it guards (``opd``, ``teacher``, ``model.pretrain``,
+``model.nats_per_byte``, the corpus' window draws, ``diagnostics``), so a bug in a
+stage shows as a gap between the stage and its reference.  Every check returns its
+boolean and its measured gap; the gaps go to ``beyond_seed_metrics``.
+
+The reference forward pass of a BytePolicy with tensors (E, W, b) on tokens x:
+
+    h_t = (1 / (t + 1)) sum_{j<=t} E[x_j],    log pi(y | x_<=t) = (W h_t + b)_y - logsumexp(W h_t + b)
+
+Stages and their checks (tolerances are relative to the size of what is compared):
+
+- splits: sha256 of the train, validation and test bytes the run used equal the
+  sha256 of the file's contract ranges (``splits_match_contract_ranges``);
+- NLL: every reported NLL equals a reference over the contract bytes, and one
+  window equals a plain per-position loop (``nll_matches_reference``);
+- teacher pretraining: replayed from the seed with a reference initialisation,
+  window draws and Adam (``teacher_pretraining_replayed``);
+- teacher RL, per update: prompts and actions re-drawn from the recorded generator
+  state (``teacher_rl_rollouts_replayed``), the audited reward is the parity of the
+  sampled actions (``teacher_rl_reward_is_parity``), the update equals
+  -lr * a REINFORCE gradient written out rollout by rollout
+  (``teacher_rl_update_matches_reference``), the waypoints are the policy after the
+  steps their lineage names (``waypoints_are_rl_states``), and the final waypoint
+  puts more mass on even first bytes than waypoint 0 (``final_waypoint_raises_even_mass``);
+- OPD, per recorded step: prompts and tokens re-drawn (``opd_rollouts_replayed``),
+  sampling log-probs are the student's (``opd_sampled_logps_match_student``), gates
+  and mean gate from a loop over the waypoint log-probs (``opd_gates_match_reference``),
+  the update equals -lr * the gated gradient with A = log p_final - log p_student
+  (``opd_update_matches_reference``), and the rollout counts
+  (``rollout_diagnostics_match_reference``);
+- comparison arms: paired start, generators and prompts
+  (``comparison_arms_paired``), gate kind per arm (``comparison_gate_kinds_match_arms``),
+  first update per arm (``comparison_first_updates_match_reference``) and each arm's
+  evaluation (``comparison_evaluations_match_reference``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import zlib
+from typing import Any
+
+import torch
+from torch import Tensor
+
+#: The seed contract's byte ranges (``dataset.byte_ranges`` in ``004_c13841344b469e56.txt``).
+CONTRACT_RANGES = {"train": (0, 165516), "validation": (165516, 186205), "test": (186205, 206895)}
+CONTRACT_SHA256 = "31584c19795779431b5933499a45b9cecb03e8c246b6ea7e245a2b6d65e8e784"
+#: The gate each comparison arm must use (written out again here, not read from ``experiment``).
+ARM_GATES = {"waypoint": "straightness", "final_only": "final_only", "shuffled": "shuffled"}
+EOS = 256
+#: Largest relative gap between a stage and its float64 reference that counts as equal.
+REL_TOL = 1e-8
+#: Largest gate difference that counts as equal: a gate is chord / path, and on a token whose
+#: waypoint path is ~1e-6 nats long, float64 rounding of the log-probs moves it by ~1e-10.
+GATE_TOL = 1e-8
+
+
+# --- Reference primitives ---------------------------------------------------------------------
+
+def tensors(policy) -> dict[str, Tensor]:
+    """Detached copies of a policy's tensors (E, W, b) by name."""
+    return {name: t.detach().clone() for name, t in policy.state_dict().items()}
+
+
+def trainable(policy) -> list[str]:
+    return [name for name, _ in policy.named_parameters()]
+
+
+def sha256_tensor(t: Tensor) -> str:
+    return hashlib.sha256(t.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
+
+
+def sha256_state(state: dict[str, Tensor]) -> str:
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        digest.update(name.encode())
+        digest.update(state[name].detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def contract_split(data: bytes, name: str) -> Tensor:
+    lo, hi = CONTRACT_RANGES[name]
+    return torch.frombuffer(bytearray(data[lo:hi]), dtype=torch.uint8).long()
+
+
+def read_contract(path) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def ref_windows(split: Tensor, n: int, length: int, generator: torch.Generator) -> Tensor:
+    """(n, length) windows of ``split`` at uniform starts, one start per window (the draw's contract)."""
+    starts = torch.randint(split.numel() - length + 1, (n,), generator=generator)
+    return torch.stack([split[s:s + length] for s in starts.tolist()])
+
+
+def ref_logits(p: dict[str, Tensor], tokens: Tensor) -> Tensor:
+    """(B, T) -> (B, T, V): the causal mean of embeddings, then W h + b."""
+    e = p["embed"][tokens]                                                    # (B, T, D)
+    h = e.cumsum(1) / torch.arange(1, tokens.shape[1] + 1, dtype=e.dtype)[None, :, None]
+    return h @ p["head_w"].T + p["head_b"]                                    # (B, T, V)
+
+
+def ref_token_logp(p: dict[str, Tensor], context: Tensor, y: int) -> Tensor:
+    """log pi(y | context) for one 1-D context, written out (differentiable in p)."""
+    h = p["embed"][context].sum(0) / context.numel()                          # (D,)
+    z = p["head_w"] @ h + p["head_b"]                                         # (V,)
+    m = z.max().detach()
+    return z[y] - (m + torch.log(torch.exp(z - m).sum()))
+
+
+def ref_split_nll(p: dict[str, Tensor], tokens: Tensor, window: int) -> float:
+    """Nats per predicted byte: non-overlapping windows from the start, the remainder (>= 2 bytes)
+    as a last window; the first byte of each window is not scored."""
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for lo in range(0, tokens.numel(), window):
+            chunk = tokens[lo:lo + window]
+            if chunk.numel() < 2:
+                continue
+            z = ref_logits(p, chunk[None])[0, :-1]                            # (L - 1, V)
+            total -= float((z.gather(1, chunk[1:, None])[:, 0] - torch.logsumexp(z, 1)).sum())
+            count += chunk.numel() - 1
+    return total / count
+
+
+def plain_window_nll(p: dict[str, Tensor], chunk: Tensor) -> float:
+    """The same on one window, position by position in Python floats."""
+    total = 0.0
+    with torch.no_grad():
+        for t in range(chunk.numel() - 1):
+            total -= float(ref_token_logp(p, chunk[:t + 1], int(chunk[t + 1])))
+    return total / (chunk.numel() - 1)
+
+
+def straightness(l0: float, lm: float, lf: float) -> float:
+    """chord / path of the waypoint path, 0/0 -> 1."""
+    path = abs(lm - l0) + abs(lf - lm)
+    return min(abs(lf - l0) / path, 1.0) if path > 0 else 1.0
+
+
+def even_mass(p: dict[str, Tensor], prompts: Tensor) -> float:
+    """Mean over prompts (n, P) of the exact P(first sampled byte is even)."""
+    with torch.no_grad():
+        probs = torch.softmax(ref_logits(p, prompts)[:, -1], -1)               # (n, V)
+        return float(probs[:, 0:256:2].sum(1).mean())
+
+
+def train_prompt_even_mass(p: dict[str, Tensor], train: Tensor, prompt_len: int) -> float:
+    """P(even first byte) after a random train prompt: exact over byte frequencies for one-byte
+    prompts, else the mean over 4096 fixed train windows."""
+    if prompt_len == 1:
+        freq = torch.bincount(train, minlength=256).to(torch.float64)
+        freq = freq / freq.sum()
+        with torch.no_grad():
+            probs = torch.softmax(ref_logits(p, torch.arange(256)[:, None])[:, -1], -1)
+        return float((freq * probs[:, 0:256:2].sum(1)).sum())
+    return even_mass(p, ref_windows(train, 4096, prompt_len, torch.Generator().manual_seed(0)))
+
+
+def _rel_gap(actual: dict[str, Tensor], expected: dict[str, Tensor]) -> float:
+    """max |actual - expected| over every tensor, relative to max |expected| (absolute when that is 0)."""
+    diff = max(float((actual[k] - expected[k]).abs().max()) for k in expected)
+    scale = max(float(expected[k].abs().max()) for k in expected)
+    return diff / scale if scale > 0 else diff
+
+
+def _sub(a: dict[str, Tensor], b: dict[str, Tensor], names) -> dict[str, Tensor]:
+    return {k: a[k] - b[k] for k in names}
+
+
+# --- Splits and NLL ---------------------------------------------------------------------------
+
+def check_splits(corpus, test_tokens: Tensor, data: bytes) -> dict:
+    """sha256 of the bytes each split holds against the file's contract byte ranges."""
+    used = {"train": corpus.train, "validation": corpus.validation, "test": test_tokens}
+    bad = []
+    for name, tokens in used.items():
+        lo, hi = CONTRACT_RANGES[name]
+        ok = tokens.numel() == hi - lo and int(tokens.min()) >= 0 and int(tokens.max()) < 256
+        if not ok or hashlib.sha256(tokens.to(torch.uint8).numpy().tobytes()).hexdigest() != \
+                hashlib.sha256(data[lo:hi]).hexdigest():
+            bad.append(name)
+    ok = not bad and hashlib.sha256(data).hexdigest() == CONTRACT_SHA256
+    return {"checks": {"splits_match_contract_ranges": ok}, "gaps": {"split_hash_mismatches": len(bad)}}
+
+
+def check_nll(cfg, data: bytes, *, student_init, student, nll: dict, nats_per_byte) -> dict:
+    """Every reported NLL against :func:`ref_split_nll` on the contract bytes; the pipeline's scorer
+    (``nats_per_byte``) on one window against :func:`plain_window_nll`."""
+    val, test = contract_split(data, "validation"), contract_split(data, "test")
+    init, final = tensors(student_init), tensors(student)
+    expected = {"baseline_validation": ref_split_nll(init, val, cfg.eval_window),
+                "final_validation": ref_split_nll(final, val, cfg.eval_window),
+                "final_test": ref_split_nll(final, test, cfg.eval_window)}
+    gap = max(abs(nll[k] - v) / v for k, v in expected.items())
+    window = val[:cfg.eval_window]
+    plain = plain_window_nll(final, window)
+    window_gap = abs(nats_per_byte(student, window, cfg.eval_window) - plain) / plain
+    return {"checks": {"nll_matches_reference": gap <= REL_TOL and window_gap <= REL_TOL},
+            "gaps": {"nll_relative_gap": gap, "nll_one_window_relative_gap": window_gap}}
+
+
+# --- Teacher pretraining ----------------------------------------------------------------------
+
+def check_teacher_pretraining(cfg, rl: dict, data: bytes) -> dict:
+    """Replay Section 2 from the seed: initialisation E ~ N(0, embed_std^2), W ~ N(0, 0.01 / D),
+    b = 0; ``teacher_steps`` Adam steps (betas 0.9, 0.999, eps 1e-8) of mean next-byte NLL on
+    ``pretrain_batch`` train windows.  The result must be the pre-RL teacher, and the generator
+    must be left where the RL started."""
+    train = contract_split(data, "train")
+    g = torch.Generator().manual_seed(cfg.seed)
+    v, d = 257, cfg.width
+    p = {"embed": torch.randn(v, d, generator=g, dtype=torch.float64) * cfg.embed_std,
+         "head_w": torch.randn(v, d, generator=g, dtype=torch.float64) / d ** 0.5 * 0.1,
+         "head_b": torch.zeros(v, dtype=torch.float64)}
+    names = ["embed", "head_w"] + (["head_b"] if cfg.output_bias else [])
+    init = {k: t.clone() for k, t in p.items()}
+    m = {k: torch.zeros_like(p[k]) for k in names}
+    s = {k: torch.zeros_like(p[k]) for k in names}
+    b1, b2, eps = 0.9, 0.999, 1e-8
+    for step in range(1, cfg.teacher_steps + 1):
+        windows = ref_windows(train, cfg.pretrain_batch, cfg.window, g)         # (B, T)
+        leaves = {k: p[k].clone().requires_grad_(k in names) for k in p}
+        z = ref_logits(leaves, windows)[:, :-1]                                  # (B, T - 1, V)
+        loss = -(z.gather(2, windows[:, 1:, None])[..., 0] - torch.logsumexp(z, 2)).mean()
+        grads = torch.autograd.grad(loss, [leaves[k] for k in names])
+        for k, gr in zip(names, grads):
+            m[k] = b1 * m[k] + (1 - b1) * gr
+            s[k] = b2 * s[k] + (1 - b2) * gr * gr
+            denom = s[k].sqrt() / math.sqrt(1 - b2 ** step) + eps
+            p[k] = p[k] - cfg.pretrain_lr / (1 - b1 ** step) * m[k] / denom
+    teacher = {k: t.cpu() for k, t in tensors(rl["initial"]).items()}
+    gap = _rel_gap(_sub(teacher, init, p), _sub(p, init, p))                     # relative to the movement
+    same_state = torch.equal(g.get_state(), rl["start_state"])
+    return {"checks": {"teacher_pretraining_replayed": gap <= REL_TOL and same_state},
+            "gaps": {"teacher_pretraining_relative_gap": gap}}
+
+
+# --- Teacher RL -------------------------------------------------------------------------------
+
+def _reinforce_reference(p: dict[str, Tensor], names: list[str], prompts: Tensor, actions: list[int]) -> dict:
+    """The REINFORCE gradient of L = -(1/n) sum_i A_i log pi(a_i | x_i), A_i = R_i - mean R,
+    R = 1[a < 256 and a even], written out rollout by rollout:
+        dL/dz_i = -(A_i / n) (onehot(a_i) - pi_i),  dL/dW += dz_i h_i^T,  dL/db += dz_i,
+        dL/dE[x_ij] += W^T dz_i / P   (h_i = mean_j E[x_ij])."""
+    n, plen = prompts.shape
+    rewards = [1.0 if a < EOS and a % 2 == 0 else 0.0 for a in actions]
+    mean = sum(rewards) / n
+    grad = {k: torch.zeros_like(p[k]) for k in names}
+    for i in range(n):
+        x = prompts[i]
+        h = p["embed"][x].sum(0) / plen                                           # (D,)
+        z = p["head_w"] @ h + p["head_b"]                                         # (V,)
+        pi = torch.softmax(z, 0)
+        dz = -pi
+        dz[actions[i]] += 1.0
+        dz = -(rewards[i] - mean) / n * dz                                        # (V,)
+        grad["head_w"] += torch.outer(dz, h)
+        if "head_b" in grad:
+            grad["head_b"] += dz
+        dh = p["head_w"].T @ dz / plen                                            # (D,)
+        for j in x.tolist():
+            grad["embed"][j] += dh
+    return {"grad": grad, "mean_reward": mean}
+
+
+def check_teacher_rl(cfg, rl: dict, data: bytes) -> dict:
+    """Every RL update, from the recorded state before it (see the module docstring)."""
+    train = contract_split(data, "train")
+    trace, audit = rl["trace"], rl["audit"]
+    names = trainable(rl["initial"])
+    replay_bad, reward_gap, update_gap, norm_gap = 0, 0.0, 0.0, 0.0
+    for k, hist in enumerate(audit["history"]):
+        before, after = trace["states"][k], trace["states"][k + 1]
+        prompts, actions = trace["prompts"][k].cpu(), rl["actions"][k].cpu()
+        g = torch.Generator().set_state(trace["generator_states"][k])
+        redrawn = ref_windows(train, cfg.teacher_rl_rollouts, cfg.prompt_len, g)
+        with torch.no_grad():
+            probs = torch.softmax(ref_logits({x: t.cpu() for x, t in before.items()}, redrawn)[:, -1], -1)
+        resampled = torch.multinomial(probs, 1, generator=g)[:, 0]
+        replay_bad += int(not (torch.equal(redrawn, prompts) and torch.equal(resampled, actions)))
+        acts = actions.tolist()
+        parity = sum(1 for a in acts if a < EOS and a % 2 == 0) / len(acts)
+        reward_gap = max(reward_gap, abs(hist["mean_rule_reward"] - parity))
+        ref = _reinforce_reference({x: t.cpu() for x, t in before.items()}, names, prompts, acts)
+        expected = {x: -rl["lr"] * ref["grad"][x] for x in names}
+        update_gap = max(update_gap, _rel_gap(_sub({x: t.cpu() for x, t in after.items()},
+                                                    {x: t.cpu() for x, t in before.items()}, names), expected))
+        norm = math.sqrt(sum(float((ref["grad"][x] ** 2).sum()) for x in names))
+        norm_gap = max(norm_gap, abs(hist["gradient_norm"] - norm) / norm if norm > 0 else abs(hist["gradient_norm"]))
+    steps = [x["step"] for x in rl["lineage"]]
+    states = trace["states"]
+    on_path = (len(steps) == len(rl["waypoints"]) and all(0 <= s < len(states) for s in steps)
+               and all(sha256_state(tensors(w)) == sha256_state(states[s]) for w, s in zip(rl["waypoints"], steps))
+               and sha256_state(tensors(rl["initial"])) == sha256_state(states[0]))
+    gain = (train_prompt_even_mass(tensors(rl["waypoints"][-1]), train, cfg.prompt_len)
+            - train_prompt_even_mass(tensors(rl["waypoints"][0]), train, cfg.prompt_len))
+    return {"checks": {"teacher_rl_rollouts_replayed": replay_bad == 0,
+                       "teacher_rl_reward_is_parity": reward_gap == 0.0,
+                       "teacher_rl_update_matches_reference": update_gap <= REL_TOL and norm_gap <= REL_TOL,
+                       "waypoints_are_rl_states": on_path,
+                       "final_waypoint_raises_even_mass": gain > 0},
+            "gaps": {"teacher_rl_updates_not_replayed": replay_bad, "teacher_rl_reward_gap": reward_gap,
+                     "teacher_rl_update_relative_gap": update_gap, "teacher_rl_gradient_norm_relative_gap": norm_gap,
+                     "final_waypoint_even_mass_gain": gain}}
+
+
+# --- On-policy distillation -------------------------------------------------------------------
+
+def _replay_rollouts(p: dict[str, Tensor], prompts: Tensor, n_new: int, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Re-draw a batch: every row draws each step from softmax(W h + b) (temperature 1); a row is
+    valid up to and including its first EOS, padded with EOS after it."""
+    b, plen = prompts.shape
+    rows = [prompts[i].tolist() for i in range(b)]
+    alive = [True] * b
+    valid = [[] for _ in range(b)]
+    with torch.no_grad():
+        for t in range(n_new):
+            h = torch.stack([p["embed"][torch.tensor(r)].sum(0) / len(r) for r in rows])   # (B, D)
+            probs = torch.softmax(h @ p["head_w"].T + p["head_b"], -1)
+            draw = torch.multinomial(probs, 1, generator=g)[:, 0].tolist()
+            for i in range(b):
+                valid[i].append(alive[i])
+                rows[i].append(draw[i] if alive[i] else EOS)
+                alive[i] = alive[i] and draw[i] != EOS
+    return torch.tensor(rows), torch.tensor(valid)
+
+
+def _opd_reference(p: dict[str, Tensor], names: list[str], waypoints: list[dict[str, Tensor]], tokens: Tensor,
+                   valid: Tensor, plen: int, gate_kind: str, used_gate: Tensor, gate_mass: float) -> dict:
+    """Per valid token (b, t), a loop: l_k = log pi_k(y_bt) for the three waypoints, the student's
+    log-prob, the gate (straightness, 1, or the run's shuffled gate once it is shown to be a
+    permutation of the straightness gates), A = l_f - l_student; then
+        grad = autograd of -(s / n) sum g A log pi_student(y_bt),  s = gate_mass / mean g."""
+    leaves = {k: p[k].clone().requires_grad_(k in names) for k in p}
+    student_lp, gates, adv, straight, positions = [], [], [], [], []
+    for b, t in valid.nonzero().tolist():
+        context, y = tokens[b, :plen + t], int(tokens[b, plen + t])
+        with torch.no_grad():
+            l0, lm, lf = (float(ref_token_logp(w, context, y)) for w in waypoints)
+        lp = ref_token_logp(leaves, context, y)
+        straight.append(straightness(l0, lm, lf))
+        student_lp.append(lp)
+        adv.append(lf - float(lp.detach()))
+        positions.append((b, t))
+    used = [float(used_gate[b, t]) for b, t in positions]
+    if gate_kind == "straightness":
+        gates = straight
+    elif gate_kind == "final_only":
+        gates = [1.0] * len(positions)
+    else:                                                                        # shuffled: the run's draw
+        permutation = max(abs(a - b) for a, b in zip(sorted(used), sorted(straight))) <= GATE_TOL
+        gates = used if permutation else straight
+    mean_gate = sum(gates) / len(gates)
+    scale = gate_mass / mean_gate
+    loss = -scale / len(gates) * sum(g * a * lp for g, a, lp in zip(gates, adv, student_lp))
+    grads = torch.autograd.grad(loss, [leaves[k] for k in names])
+    gate_gap = max(abs(u - e) for u, e in zip(used, gates))
+    return {"grad": dict(zip(names, grads)), "mean_gate": mean_gate, "gate_gap": gate_gap,
+            "logps": [float(x.detach()) for x in student_lp], "positions": positions}
+
+
+def check_opd_steps(cfg, records: list[dict], waypoints, *, data: bytes, gate_kind: str, prefix: str = "opd",
+                    student_init=None, student_final=None) -> dict:
+    """Every recorded OPD step against the references above; with ``student_init``/``student_final``
+    also the chain (first step starts at the initial student, each step where the last ended,
+    the last where the student is now)."""
+    train = contract_split(data, "train")
+    wps = [{k: t.cpu() for k, t in tensors(w).items()} for w in waypoints]
+    replay_bad, logp_gap, gate_gap, mean_gate_gap, update_gap, norm_gap = 0, 0.0, 0.0, 0.0, 0.0, 0.0
+    for rec in records:
+        before = {k: t.cpu() for k, t in rec["before"].items()}
+        after = {k: t.cpu() for k, t in rec["after"].items()}
+        names = rec["trainable"]
+        r = rec["rollouts"]
+        tokens, valid, plen = r.tokens.cpu(), r.valid.cpu(), r.prompt_len
+        g = torch.Generator().set_state(rec["generator_state"])
+        prompts = ref_windows(train, tokens.shape[0], plen, g)
+        ref_tokens, ref_valid = _replay_rollouts(before, prompts, valid.shape[1], g)
+        replay_bad += int(not (torch.equal(prompts, rec["prompts"].cpu()) and torch.equal(ref_tokens, tokens)
+                               and torch.equal(ref_valid, valid)))
+        ref = _opd_reference(before, names, wps, tokens, valid, plen, gate_kind, rec["gate"].cpu(), cfg.gate_mass)
+        sample = r.sample_logp.cpu()
+        logp_gap = max(logp_gap, max(abs(float(sample[b, t]) - x) for (b, t), x in zip(ref["positions"], ref["logps"])))
+        gate_gap = max(gate_gap, ref["gate_gap"])
+        mean_gate_gap = max(mean_gate_gap, abs(rec["stats"]["mean_gate"] - ref["mean_gate"]),
+                            abs(rec["stats"]["batch_scale"] * ref["mean_gate"] - cfg.gate_mass))
+        expected = {k: -cfg.student_lr * ref["grad"][k] for k in names}
+        update_gap = max(update_gap, _rel_gap(_sub(after, before, names), expected))
+        norm = math.sqrt(sum(float((ref["grad"][k] ** 2).sum()) for k in names))
+        norm_gap = max(norm_gap, abs(rec["stats"]["gradient_norm"] - norm) / norm)
+    chain = True
+    if student_init is not None and records:
+        states = [tensors(student_init)] + [x for rec in records for x in (rec["before"], rec["after"])]
+        if student_final is not None:
+            states.append(tensors(student_final))
+        chain = all(sha256_state(states[i]) == sha256_state(states[i + 1]) for i in range(0, len(states) - 1, 2))
+    return {"checks": {f"{prefix}_rollouts_replayed": replay_bad == 0,
+                       f"{prefix}_sampled_logps_match_student": logp_gap <= 1e-10,
+                       f"{prefix}_gates_match_reference": gate_gap <= GATE_TOL and mean_gate_gap <= GATE_TOL,
+                       f"{prefix}_update_matches_reference": update_gap <= REL_TOL and norm_gap <= REL_TOL and chain},
+            "gaps": {f"{prefix}_steps_not_replayed": replay_bad, f"{prefix}_sampled_logp_max_gap": logp_gap,
+                     f"{prefix}_gate_max_gap": gate_gap, f"{prefix}_mean_gate_max_gap": mean_gate_gap,
+                     f"{prefix}_update_relative_gap": update_gap, f"{prefix}_gradient_norm_relative_gap": norm_gap}}
+
+
+def check_rollout_diagnostics(cfg, distillation: dict) -> dict:
+    """generated_tokens, natural_eos_rollouts and rejected_diagnostic_groups, recounted with loops
+    over the recorded rollouts (a row's tokens are real up to and including its first EOS)."""
+    tokens, eos, flagged, valid_bad = 0, 0, 0, 0
+    for rec in distillation["records"]:
+        r = rec["rollouts"]
+        gen = r.tokens[:, r.prompt_len:].cpu().tolist()
+        group = bytearray()
+        for row, mask in zip(gen, r.valid.cpu().tolist()):
+            real = []
+            for tok in row:
+                real.append(tok)
+                if tok == EOS:
+                    break
+            tokens += len(real)
+            eos += int(real[-1] == EOS)
+            group += bytes(x for x in real if x < EOS)
+            valid_bad += int(mask != [True] * len(real) + [False] * (len(row) - len(real)))
+        flagged += int(len(group) >= cfg.deflate_min_bytes
+                       and len(zlib.compress(bytes(group), 9)) / len(group) < cfg.deflate_min_ratio)
+    complete = len(distillation["records"]) == len(distillation["history"])
+    gap = (abs(tokens - distillation["generated_tokens"]) + abs(eos - distillation["natural_eos_rollouts"])
+           + abs(flagged - distillation["rejected_diagnostic_groups"]) + valid_bad)
+    return {"checks": {"rollout_diagnostics_match_reference": complete and gap == 0},
+            "gaps": {"rollout_count_gap": gap}}
+
+
+def check_student_start(cfg, rl: dict, student_init) -> dict:
+    """The distilled student starts as a copy of waypoint 0 (``student_start: waypoint0``)."""
+    if cfg.student_start != "waypoint0":
+        return {"checks": {}, "gaps": {}}
+    s = sha256_state(tensors(student_init))
+    ok = s == sha256_state(tensors(rl["initial"])) and s == sha256_state(tensors(rl["waypoints"][0])) \
+        and cfg.waypoint_steps[0] == 0
+    return {"checks": {"student_starts_at_waypoint0": ok}, "gaps": {}}
+
+
+# --- Everything of one seed's run (Sections 1-6) ----------------------------------------------
+
+def _merge(*parts: dict) -> dict:
+    out = {"checks": {}, "gaps": {}}
+    for part in parts:
+        out["checks"].update(part["checks"])
+        out["gaps"].update(part["gaps"])
+    return out
+
+
+def audit_run(cfg, *, corpus, rl: dict, student_init, student, distillation: dict, nll: dict,
+              test_tokens: Tensor) -> dict:
+    """Every check of Sections 1-6 on this run's recorded data: ``{"checks": {...}, "gaps": {...}}``."""
+    from litrepro.waypoint.model import nats_per_byte
+
+    data = read_contract(corpus.path)
+    return _merge(check_splits(corpus, test_tokens, data),
+                  check_nll(cfg, data, student_init=student_init, student=student, nll=nll,
+                            nats_per_byte=nats_per_byte),
+                  check_teacher_pretraining(cfg, rl, data),
+                  check_teacher_rl(cfg, rl, data),
+                  check_student_start(cfg, rl, student_init),
+                  check_opd_steps(cfg, distillation["records"], rl["waypoints"], data=data,
+                                  gate_kind=distillation["gate_kind"], student_init=student_init,
+                                  student_final=student),
+                  check_rollout_diagnostics(cfg, distillation))
+
+
+# --- Comparison arms (Section 7) --------------------------------------------------------------
+
+def _matched_reference(p: dict[str, Tensor], names: list[str], windows: Tensor) -> dict[str, Tensor]:
+    leaves = {k: p[k].clone().requires_grad_(k in names) for k in p}
+    z = ref_logits(leaves, windows)[:, :-1]
+    loss = -(z.gather(2, windows[:, 1:, None])[..., 0] - torch.logsumexp(z, 2)).mean()
+    return dict(zip(names, torch.autograd.grad(loss, [leaves[k] for k in names])))
+
+
+def audit_comparison(cfg, comparison: dict, student_init, waypoints, corpus, seed: int) -> dict:
+    """The arms' checks; ``arms`` holds, per arm, its own booleans (the effect study records them)."""
+    data = read_contract(corpus.path)
+    records = comparison["records"]
+    arms = records["arms"]
+    start = sha256_state(tensors(student_init))
+    train_state = sha256_tensor(torch.Generator().manual_seed(seed + 13).get_state())
+    gate_state = sha256_tensor(torch.Generator().manual_seed(seed + 23).get_state())
+    opd_arms = [a for a in arms if a in ARM_GATES]
+    draws = {arms[a]["draws_sha256"] for a in opd_arms}
+    per_arm: dict[str, dict[str, bool]] = {}
+    gaps: dict[str, float] = {}
+    val = contract_split(data, "validation")
+    g = torch.Generator().manual_seed(seed + 7)
+    eval_prompts = ref_windows(val, cfg.comparison_eval_prompts, cfg.prompt_len, g)
+    prompts_ok = torch.equal(eval_prompts, records["eval_prompts"].cpu())
+    eval_gap = 0.0
+    teacher = comparison["teacher_final"]
+    eval_gap = max(eval_gap, abs(teacher["expected_parity_rate"] - even_mass(tensors(waypoints[-1]), eval_prompts)))
+    for arm, rec in arms.items():
+        paired = (rec["start_sha256"] == start and rec["train_generator_sha256"] == train_state
+                  and rec["gate_generator_sha256"] == gate_state and (arm not in ARM_GATES or len(draws) == 1))
+        if arm in ARM_GATES:
+            gates_ok = rec["gate_kind"] == ARM_GATES[arm] and bool(comparison[arm]["mean_gate"])
+            if arm == "final_only":
+                gates_ok = gates_ok and all(x == 1.0 for x in comparison[arm]["mean_gate"])
+            first = check_opd_steps(cfg, rec["records"], waypoints, data=data, gate_kind=ARM_GATES[arm],
+                                    prefix="arm")
+            gates_ok = gates_ok and first["checks"]["arm_gates_match_reference"]
+            update_ok = first["checks"]["arm_update_matches_reference"] and first["checks"]["arm_rollouts_replayed"] \
+                and sha256_state(rec["records"][0]["before"]) == start
+            gaps[f"comparison_{arm}_first_update_relative_gap"] = first["gaps"]["arm_update_relative_gap"]
+            gaps[f"comparison_{arm}_gate_max_gap"] = first["gaps"]["arm_gate_max_gap"]
+        elif arm == "matched_compute":
+            gates_ok = rec["gate_kind"] is None and not comparison[arm]["mean_gate"]
+            m = rec["first"]
+            names = m["trainable"]
+            before = {k: t.cpu() for k, t in m["before"].items()}
+            gr = _matched_reference(before, names, m["windows"].cpu())
+            gap = _rel_gap(_sub({k: t.cpu() for k, t in m["after"].items()}, before, names),
+                           {k: -cfg.student_lr * gr[k] for k in names})
+            gt = torch.Generator().set_state(m["generator_state"])
+            redrawn = ref_windows(contract_split(data, "train"), cfg.opd_batch, cfg.prompt_len + cfg.max_new_tokens, gt)
+            update_ok = gap <= REL_TOL and torch.equal(redrawn, m["windows"].cpu()) and sha256_state(m["before"]) == start
+            gaps["comparison_matched_compute_first_update_relative_gap"] = gap
+        else:                                                                    # none: no update at all
+            gates_ok = rec["gate_kind"] is None and not comparison[arm]["mean_gate"]
+            update_ok = sha256_state(rec["final"]) == start
+        final = {k: t.cpu() for k, t in rec["final"].items()}
+        nll = ref_split_nll(final, val, cfg.eval_window)
+        arm_gap = max(abs(comparison[arm]["validation_nll"] - nll) / nll,
+                      abs(comparison[arm]["expected_parity_rate"] - even_mass(final, eval_prompts)))
+        eval_gap = max(eval_gap, arm_gap)
+        per_arm[arm] = {"paired": paired, "gate_kind_matches_arm": gates_ok, "first_update_matches_reference": update_ok,
+                        "evaluation_matches_reference": prompts_ok and arm_gap <= REL_TOL}
+    checks = {"comparison_arms_paired": all(a["paired"] for a in per_arm.values()),
+              "comparison_gate_kinds_match_arms": all(a["gate_kind_matches_arm"] for a in per_arm.values()),
+              "comparison_first_updates_match_reference": all(a["first_update_matches_reference"]
+                                                              for a in per_arm.values()),
+              "comparison_evaluations_match_reference": prompts_ok and eval_gap <= REL_TOL}
+    gaps["comparison_unpaired_arms"] = sum(not a["paired"] for a in per_arm.values())
+    gaps["comparison_evaluation_max_gap"] = eval_gap
+    return {"checks": checks, "gaps": gaps, "arms": per_arm}
