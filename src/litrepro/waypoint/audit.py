@@ -117,9 +117,22 @@ def ref_token_logp(p: dict[str, Tensor], context: Tensor, y: int) -> Tensor:
     return z[y] - (m + torch.log(torch.exp(z - m).sum()))
 
 
+_NLL_CACHE: dict[tuple, float] = {}
+
+
 def ref_split_nll(p: dict[str, Tensor], tokens: Tensor, window: int) -> float:
     """Nats per predicted byte: non-overlapping windows from the start, the remainder (>= 2 bytes)
-    as a last window; the first byte of each window is not scored."""
+    as a last window; the first byte of each window is not scored.  Cached by the sha256 of the
+    policy's tensors and of the tokens (the comparison's ``none`` arm is the initial student)."""
+    key = (sha256_state(p), sha256_tensor(tokens), window)
+    if key not in _NLL_CACHE:
+        if len(_NLL_CACHE) > 64:
+            _NLL_CACHE.clear()
+        _NLL_CACHE[key] = _split_nll(p, tokens, window)
+    return _NLL_CACHE[key]
+
+
+def _split_nll(p: dict[str, Tensor], tokens: Tensor, window: int) -> float:
     total, count = 0.0, 0
     with torch.no_grad():
         for lo in range(0, tokens.numel(), window):
@@ -292,7 +305,7 @@ def check_teacher_rl(cfg, rl: dict, data: bytes) -> dict:
         parity = sum(1 for a in acts if a < EOS and a % 2 == 0) / len(acts)
         reward_gap = max(reward_gap, abs(hist["mean_rule_reward"] - parity))
         ref = _reinforce_reference({x: t.cpu() for x, t in before.items()}, names, prompts, acts)
-        expected = {x: -rl["lr"] * ref["grad"][x] for x in names}
+        expected = {x: -cfg.teacher_rl_lr * ref["grad"][x] for x in names}
         update_gap = max(update_gap, _rel_gap(_sub({x: t.cpu() for x, t in after.items()},
                                                     {x: t.cpu() for x, t in before.items()}, names), expected))
         norm = math.sqrt(sum(float((ref["grad"][x] ** 2).sum()) for x in names))
@@ -304,9 +317,10 @@ def check_teacher_rl(cfg, rl: dict, data: bytes) -> dict:
                and sha256_state(tensors(rl["initial"])) == sha256_state(states[0]))
     gain = (train_prompt_even_mass(tensors(rl["waypoints"][-1]), train, cfg.prompt_len)
             - train_prompt_even_mass(tensors(rl["waypoints"][0]), train, cfg.prompt_len))
+    complete = len(audit["history"]) == cfg.teacher_rl_updates == len(trace["states"]) - 1
     return {"checks": {"teacher_rl_rollouts_replayed": replay_bad == 0,
                        "teacher_rl_reward_is_parity": reward_gap == 0.0,
-                       "teacher_rl_update_matches_reference": update_gap <= REL_TOL and norm_gap <= REL_TOL,
+                       "teacher_rl_update_matches_reference": update_gap <= REL_TOL and norm_gap <= REL_TOL and complete,
                        "waypoints_are_rl_states": on_path,
                        "final_waypoint_raises_even_mass": gain > 0},
             "gaps": {"teacher_rl_updates_not_replayed": replay_bad, "teacher_rl_reward_gap": reward_gap,
@@ -335,23 +349,30 @@ def _replay_rollouts(p: dict[str, Tensor], prompts: Tensor, n_new: int, g: torch
     return torch.tensor(rows), torch.tensor(valid)
 
 
+def _generated_logps(p: dict[str, Tensor], tokens: Tensor, plen: int) -> Tensor:
+    """(B, N) log pi(y_t | prompt, y_<t) of the generated tokens, by the reference forward pass."""
+    z = ref_logits(p, tokens)[:, plen - 1:-1]                                   # (B, N, V)
+    return z.gather(2, tokens[:, plen:, None])[..., 0] - torch.logsumexp(z, 2)
+
+
 def _opd_reference(p: dict[str, Tensor], names: list[str], waypoints: list[dict[str, Tensor]], tokens: Tensor,
                    valid: Tensor, plen: int, gate_kind: str, used_gate: Tensor, gate_mass: float) -> dict:
-    """Per valid token (b, t), a loop: l_k = log pi_k(y_bt) for the three waypoints, the student's
-    log-prob, the gate (straightness, 1, or the run's shuffled gate once it is shown to be a
-    permutation of the straightness gates), A = l_f - l_student; then
-        grad = autograd of -(s / n) sum g A log pi_student(y_bt),  s = gate_mass / mean g."""
+    """Per valid token (b, t), a loop over Python floats: l_k = log pi_k(y_bt) for the three
+    waypoints, the gate (straightness, 1, or the run's shuffled gate once it is shown to be a
+    non-trivial permutation of the straightness gates), A = l_f - l_student; then
+        grad = autograd of -(s / n) sum g A log pi_student(y_bt),  s = gate_mass / mean g,
+    with log pi_student from the reference forward pass."""
     leaves = {k: p[k].clone().requires_grad_(k in names) for k in p}
-    student_lp, gates, adv, straight, positions = [], [], [], [], []
-    for b, t in valid.nonzero().tolist():
-        context, y = tokens[b, :plen + t], int(tokens[b, plen + t])
-        with torch.no_grad():
-            l0, lm, lf = (float(ref_token_logp(w, context, y)) for w in waypoints)
-        lp = ref_token_logp(leaves, context, y)
+    student = _generated_logps(leaves, tokens, plen)                             # (B, N), with grad
+    with torch.no_grad():
+        lw = [_generated_logps(w, tokens, plen).tolist() for w in waypoints]     # 3 x (B, N)
+    ls = student.detach().tolist()
+    positions = valid.nonzero().tolist()
+    straight, adv = [], []
+    for b, t in positions:
+        l0, lm, lf = lw[0][b][t], lw[1][b][t], lw[2][b][t]
         straight.append(straightness(l0, lm, lf))
-        student_lp.append(lp)
-        adv.append(lf - float(lp.detach()))
-        positions.append((b, t))
+        adv.append(lf - ls[b][t])
     used = [float(used_gate[b, t]) for b, t in positions]
     if gate_kind == "straightness":
         gates = straight
@@ -359,14 +380,18 @@ def _opd_reference(p: dict[str, Tensor], names: list[str], waypoints: list[dict[
         gates = [1.0] * len(positions)
     else:                                                                        # shuffled: the run's draw
         permutation = max(abs(a - b) for a, b in zip(sorted(used), sorted(straight))) <= GATE_TOL
-        gates = used if permutation else straight
+        moved = max(abs(a - b) for a, b in zip(used, straight)) > GATE_TOL or max(straight) - min(straight) <= GATE_TOL
+        gates = used if permutation and moved else straight                      # an unshuffled gate fails
     mean_gate = sum(gates) / len(gates)
     scale = gate_mass / mean_gate
-    loss = -scale / len(gates) * sum(g * a * lp for g, a, lp in zip(gates, adv, student_lp))
+    weights = torch.zeros_like(student)
+    for (b, t), g, a in zip(positions, gates, adv):
+        weights[b, t] = g * a
+    loss = -scale / len(gates) * (weights * student).sum()
     grads = torch.autograd.grad(loss, [leaves[k] for k in names])
     gate_gap = max(abs(u - e) for u, e in zip(used, gates))
     return {"grad": dict(zip(names, grads)), "mean_gate": mean_gate, "gate_gap": gate_gap,
-            "logps": [float(x.detach()) for x in student_lp], "positions": positions}
+            "logps": [ls[b][t] for b, t in positions], "positions": positions}
 
 
 def check_opd_steps(cfg, records: list[dict], waypoints, *, data: bytes, gate_kind: str, prefix: str = "opd",
