@@ -381,7 +381,8 @@ def _opd_reference(p: dict[str, Tensor], names: list[str], waypoints: list[dict[
     else:                                                                        # shuffled: the run's draw
         permutation = max(abs(a - b) for a, b in zip(sorted(used), sorted(straight))) <= GATE_TOL
         moved = max(abs(a - b) for a, b in zip(used, straight)) > GATE_TOL or max(straight) - min(straight) <= GATE_TOL
-        gates = used if permutation and moved else straight                      # an unshuffled gate fails
+        gates = used if permutation and moved else straight
+    not_shuffled = gate_kind == "shuffled" and gates is straight              # not a (moved) permutation
     mean_gate = sum(gates) / len(gates)
     scale = gate_mass / mean_gate
     weights = torch.zeros_like(student)
@@ -389,7 +390,7 @@ def _opd_reference(p: dict[str, Tensor], names: list[str], waypoints: list[dict[
         weights[b, t] = g * a
     loss = -scale / len(gates) * (weights * student).sum()
     grads = torch.autograd.grad(loss, [leaves[k] for k in names])
-    gate_gap = max(abs(u - e) for u, e in zip(used, gates))
+    gate_gap = 1.0 if not_shuffled else max(abs(u - e) for u, e in zip(used, gates))
     return {"grad": dict(zip(names, grads)), "mean_gate": mean_gate, "gate_gap": gate_gap,
             "logps": [ls[b][t] for b, t in positions], "positions": positions}
 
