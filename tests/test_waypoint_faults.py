@@ -370,7 +370,7 @@ def test_validation_figures_scored_on_train_bytes(corpus_path, monkeypatch):
 def test_natural_eos_counts_rows_without_eos(corpus_path, monkeypatch):
     monkeypatch.setattr(diagnostics, "natural_eos_count",
                         lambda gen, valid: int((~((gen == EOS) & valid).any(1)).sum()))
-    assert_caught(run(corpus_path), "rollout_diagnostics_match_reference")
+    assert_caught(run(corpus_path), "rollout_diagnostics_match_reference", "reported_figures_match_audit")
 
 
 def test_deflate_filter_inverted(corpus_path, monkeypatch):
@@ -461,6 +461,23 @@ def test_arm_parity_measured_on_odd_bytes(corpus_path, monkeypatch):
         return {**out, "expected_parity_rate": float(probs[:, 1:256:2].sum(-1).mean())}
     monkeypatch.setattr(wp, "parity_rate", odd)
     assert_caught(run(corpus_path), "comparison_evaluations_match_reference")
+
+
+def test_arm_parity_sampled_with_another_generator(corpus_path, monkeypatch):
+    real = wp.parity_rate
+    monkeypatch.setattr(wp, "parity_rate", lambda policy, prompts, generator: real(policy, prompts,
+                                                                                   torch.Generator().manual_seed(0)))
+    assert_caught(run(corpus_path), "comparison_evaluations_match_reference", "reported_figures_match_audit")
+
+
+def test_study_rows_check_the_student_start_label(corpus_path, one_condition, monkeypatch):
+    """A row labelled waypoint0 whose student is the independent one (the starts swapped)."""
+    real = wp.initial_student
+    swap = {"waypoint0": "independent", "independent": "waypoint0"}
+    monkeypatch.setattr(wp, "initial_student", lambda cfg, rl, corpus, device, seed, *, start=None:
+                        real(cfg, rl, corpus, device, seed, start=swap[start or cfg.student_start]))
+    row = _study_rows(corpus_path, [42])[0]
+    assert row["checks"]["student_start_matches_label"] is False
 
 
 def test_arm_evaluated_before_its_updates(corpus_path, monkeypatch):

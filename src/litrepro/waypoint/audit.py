@@ -167,6 +167,14 @@ def even_mass(p: dict[str, Tensor], prompts: Tensor) -> float:
         return float(probs[:, 0:256:2].sum(1).mean())
 
 
+def sampled_parity(p: dict[str, Tensor], prompts: Tensor, generator: torch.Generator) -> float:
+    """Share of even bytes among one first byte drawn after each prompt (one draw per prompt)."""
+    with torch.no_grad():
+        probs = torch.softmax(ref_logits(p, prompts)[:, -1], -1)
+    actions = torch.multinomial(probs, 1, generator=generator)[:, 0].tolist()
+    return sum(1 for a in actions if a < EOS and a % 2 == 0) / len(actions)
+
+
 def train_prompt_even_mass(p: dict[str, Tensor], train: Tensor, prompt_len: int) -> float:
     """P(even first byte) after a random train prompt: exact over byte frequencies for one-byte
     prompts, else the mean over 4096 fixed train windows."""
@@ -219,7 +227,8 @@ def check_nll(cfg, data: bytes, *, student_init, student, nll: dict, nats_per_by
     plain = plain_window_nll(final, window)
     window_gap = abs(nats_per_byte(student, window, cfg.eval_window) - plain) / plain
     return {"checks": {"nll_matches_reference": gap <= REL_TOL and window_gap <= REL_TOL},
-            "gaps": {"nll_relative_gap": gap, "nll_one_window_relative_gap": window_gap}}
+            "gaps": {"nll_relative_gap": gap, "nll_one_window_relative_gap": window_gap},
+            "reference": {f"{k}_nll": v for k, v in expected.items()}}
 
 
 # --- Teacher pretraining ----------------------------------------------------------------------
@@ -410,8 +419,8 @@ def check_opd_steps(cfg, records: list[dict], waypoints, *, data: bytes, gate_ki
         r = rec["rollouts"]
         tokens, valid, plen = r.tokens.cpu(), r.valid.cpu(), r.prompt_len
         g = torch.Generator().set_state(rec["generator_state"])
-        prompts = ref_windows(train, tokens.shape[0], plen, g)
-        ref_tokens, ref_valid = _replay_rollouts(before, prompts, valid.shape[1], g)
+        prompts = ref_windows(train, cfg.opd_batch, cfg.prompt_len, g)
+        ref_tokens, ref_valid = _replay_rollouts(before, prompts, cfg.max_new_tokens, g)
         replay_bad += int(not (torch.equal(prompts, rec["prompts"].cpu()) and torch.equal(ref_tokens, tokens)
                                and torch.equal(ref_valid, valid)))
         ref = _opd_reference(before, names, wps, tokens, valid, plen, gate_kind, rec["gate"].cpu(), cfg.gate_mass)
@@ -463,7 +472,8 @@ def check_rollout_diagnostics(cfg, distillation: dict) -> dict:
     gap = (abs(tokens - distillation["generated_tokens"]) + abs(eos - distillation["natural_eos_rollouts"])
            + abs(flagged - distillation["rejected_diagnostic_groups"]) + valid_bad)
     return {"checks": {"rollout_diagnostics_match_reference": complete and gap == 0},
-            "gaps": {"rollout_count_gap": gap}}
+            "gaps": {"rollout_count_gap": gap},
+            "reference": {"generated_tokens": tokens, "natural_eos_rollouts": eos, "rejected_diagnostic_groups": flagged}}
 
 
 def check_student_start(cfg, rl: dict, student_init) -> dict:
@@ -479,10 +489,11 @@ def check_student_start(cfg, rl: dict, student_init) -> dict:
 # --- Everything of one seed's run (Sections 1-6) ----------------------------------------------
 
 def _merge(*parts: dict) -> dict:
-    out = {"checks": {}, "gaps": {}}
+    out = {"checks": {}, "gaps": {}, "reference": {}}
     for part in parts:
         out["checks"].update(part["checks"])
         out["gaps"].update(part["gaps"])
+        out["reference"].update(part.get("reference", {}))
     return out
 
 
@@ -492,16 +503,36 @@ def audit_run(cfg, *, corpus, rl: dict, student_init, student, distillation: dic
     from litrepro.waypoint.model import nats_per_byte
 
     data = read_contract(corpus.path)
-    return _merge(check_splits(corpus, test_tokens, data),
-                  check_nll(cfg, data, student_init=student_init, student=student, nll=nll,
-                            nats_per_byte=nats_per_byte),
-                  check_teacher_pretraining(cfg, rl, data),
-                  check_teacher_rl(cfg, rl, data),
-                  check_student_start(cfg, rl, student_init),
-                  check_opd_steps(cfg, distillation["records"], rl["waypoints"], data=data,
-                                  gate_kind=distillation["gate_kind"], student_init=student_init,
-                                  student_final=student),
-                  check_rollout_diagnostics(cfg, distillation))
+    opd = check_opd_steps(cfg, distillation["records"], rl["waypoints"], data=data, gate_kind=cfg.gate,
+                          student_init=student_init, student_final=student)
+    opd["checks"]["opd_gates_match_reference"] &= distillation["gate_kind"] == cfg.gate      # the configured gate
+    out = _merge(check_splits(corpus, test_tokens, data),
+                 check_nll(cfg, data, student_init=student_init, student=student, nll=nll,
+                           nats_per_byte=nats_per_byte),
+                 check_teacher_pretraining(cfg, rl, data),
+                 check_teacher_rl(cfg, rl, data),
+                 check_student_start(cfg, rl, student_init),
+                 opd,
+                 check_rollout_diagnostics(cfg, distillation))
+    names = trainable(student)
+    init, final = tensors(student_init), tensors(student)
+    delta = math.sqrt(sum(float(((final[k] - init[k]) ** 2).sum()) for k in names))
+    out["reference"] = {**out.get("reference", {}), "parameter_delta_l2": delta,
+                        }
+    return out
+
+
+def reported_figures_check(metrics: dict, beyond: dict, references: dict) -> dict:
+    """``reported_figures_match_audit``: each figure the results report (metrics, and the comparison's
+    figures in ``beyond_seed_metrics``) equals the audit's reference for it (1e-8 relative)."""
+    gap = 0.0
+    for name, ref in references.items():
+        value = metrics[name] if name in metrics else beyond.get(name)
+        if value is None:
+            gap = math.inf
+            continue
+        gap = max(gap, abs(value - ref) / max(abs(ref), 1.0))
+    return {"checks": {"reported_figures_match_audit": gap <= REL_TOL}, "gaps": {"reported_figures_max_gap": gap}}
 
 
 # --- Comparison arms (Section 7) --------------------------------------------------------------
@@ -529,9 +560,19 @@ def audit_comparison(cfg, comparison: dict, student_init, waypoints, corpus, see
     g = torch.Generator().manual_seed(seed + 7)
     eval_prompts = ref_windows(val, cfg.comparison_eval_prompts, cfg.prompt_len, g)
     prompts_ok = torch.equal(eval_prompts, records["eval_prompts"].cpu())
-    eval_gap = 0.0
-    teacher = comparison["teacher_final"]
-    eval_gap = max(eval_gap, abs(teacher["expected_parity_rate"] - even_mass(tensors(waypoints[-1]), eval_prompts)))
+    reference: dict[str, float] = {}
+
+    def evaluation_gap(name: str, p: dict[str, Tensor], nll: float | None) -> float:
+        """Reported minus reference: exact P(even), the sampled parity rate (draws from seed + 11), NLL."""
+        reported = comparison[name]
+        ref = {"expected_parity_rate": even_mass(p, eval_prompts),
+               "sampled_parity_rate": sampled_parity(p, eval_prompts, torch.Generator().manual_seed(seed + 11))}
+        if nll is not None:
+            ref["validation_nll"] = nll
+        reference.update({f"comparison_{name}_{k}": v for k, v in ref.items()})
+        return max(abs(reported[k] - v) / (v if k == "validation_nll" else 1.0) for k, v in ref.items())
+
+    eval_gap = evaluation_gap("teacher_final", {k: t.cpu() for k, t in tensors(waypoints[-1]).items()}, None)
     for arm, rec in arms.items():
         paired = (rec["start_sha256"] == start and rec["train_generator_sha256"] == train_state
                   and rec["gate_generator_sha256"] == gate_state and (arm not in ARM_GATES or len(draws) == 1))
@@ -562,9 +603,7 @@ def audit_comparison(cfg, comparison: dict, student_init, waypoints, corpus, see
             gates_ok = rec["gate_kind"] is None and not comparison[arm]["mean_gate"]
             update_ok = sha256_state(rec["final"]) == start
         final = {k: t.cpu() for k, t in rec["final"].items()}
-        nll = ref_split_nll(final, val, cfg.eval_window)
-        arm_gap = max(abs(comparison[arm]["validation_nll"] - nll) / nll,
-                      abs(comparison[arm]["expected_parity_rate"] - even_mass(final, eval_prompts)))
+        arm_gap = evaluation_gap(arm, final, ref_split_nll(final, val, cfg.eval_window))
         eval_gap = max(eval_gap, arm_gap)
         per_arm[arm] = {"paired": paired, "gate_kind_matches_arm": gates_ok, "first_update_matches_reference": update_ok,
                         "evaluation_matches_reference": prompts_ok and arm_gap <= REL_TOL}
@@ -575,4 +614,4 @@ def audit_comparison(cfg, comparison: dict, student_init, waypoints, corpus, see
               "comparison_evaluations_match_reference": prompts_ok and eval_gap <= REL_TOL}
     gaps["comparison_unpaired_arms"] = sum(not a["paired"] for a in per_arm.values())
     gaps["comparison_evaluation_max_gap"] = eval_gap
-    return {"checks": checks, "gaps": gaps, "arms": per_arm}
+    return {"checks": checks, "gaps": gaps, "arms": per_arm, "reference": reference}

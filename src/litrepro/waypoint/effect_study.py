@@ -92,12 +92,15 @@ def run_seed(seed: int, *, steps: int, eval_prompts: int, corpus, device) -> lis
                 student = wp.initial_student(cfg, rl, corpus, device, seed, start=start)
                 out = wp.compare_arms(cfg, student, rl["waypoints"], corpus, device, seed)
                 arm_audit = wp.audit_comparison(cfg, out, student, rl["waypoints"], corpus, seed)
+                is_waypoint0 = audit.sha256_state(audit.tensors(student)) == audit.sha256_state(audit.tensors(rl["initial"]))
                 gates = out["waypoint"]["mean_gate"]
                 rows.append({"seed": seed, "teacher": teacher_name, "teacher_rl_rollouts": rollouts,
                              "student_start": start, "mean_gate": sum(gates) / len(gates),
                              "teacher_final_expected_parity_rate": out["teacher_final"]["expected_parity_rate"],
                              **{f"{arm}.{m}": out[arm][m] for arm in wp.ARMS for m in METRICS},
-                             "checks": {**teacher_checks, **arm_audit["checks"]}, "arm_checks": arm_audit["arms"]})
+                             "checks": {**teacher_checks, **arm_audit["checks"],
+                                        "student_start_matches_label": is_waypoint0 == (start == "waypoint0")},
+                             "arm_checks": arm_audit["arms"]})
     return rows
 
 

@@ -17,6 +17,7 @@ from litrepro.waypoint.opd import (ZeroGateError, opd_loss, opd_step, sample_rol
 from litrepro.waypoint.teacher import FrozenLedger, parity_reward, replay_lineage, run_teacher_rl
 
 audit_run = audit.audit_run
+reported_figures_check = audit.reported_figures_check
 audit_comparison = audit.audit_comparison
 
 #: The comparison's arms: waypoint-gated OPD, final-only OPD (g = 1), OPD with the waypoint gates
@@ -395,12 +396,13 @@ def collect_results(cfg: WaypointConfig, *, corpus: corpus_mod.Corpus, nll: dict
     beyond = {"on_policy_logprob_gap": distillation["on_policy_gap"], "network_calls": guard.network_calls,
               "surrogate_gradient_max_abs_difference": surrogate["max_abs_difference"],
               "surrogate_analytic_gradient_norm": surrogate["analytic_gradient_norm"]}
-    arm_audit = {}
+    arm_audit, references = {}, {}
     for part in audits:
         if part:
             extra_checks.update(part["checks"])
             beyond.update(part["gaps"])
             arm_audit.update(part.get("arms", {}))
+            references.update(part.get("reference", {}))
     arms_record = {}
     if comparison:
         for arm, rec in comparison["records"]["arms"].items():
@@ -414,6 +416,10 @@ def collect_results(cfg: WaypointConfig, *, corpus: corpus_mod.Corpus, nll: dict
             for key in ("sampled_parity_rate", "expected_parity_rate", "validation_nll"):
                 if key in comparison[arm]:
                     beyond[f"comparison_{arm}_{key}"] = comparison[arm][key]
+    if references:                                  # every reported figure against the audit's own
+        reported = reported_figures_check(metrics, beyond, references)
+        extra_checks.update(reported["checks"])
+        beyond.update(reported["gaps"])
     return {
         "method": "waypoint_opd", "seed": cfg.seed, "metrics": metrics, "checks": checks, "check_notes": CHECK_NOTES,
         "extra_checks": extra_checks, "replayed_waypoint_steps": replayed["replayed_steps"],
