@@ -451,6 +451,13 @@ def test_matched_compute_targets_not_shifted(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "comparison_first_updates_match_reference")
 
 
+def test_matched_compute_trains_a_copy(corpus_path, monkeypatch):
+    """The control's updates land on a copy: the arm is evaluated as the untrained student."""
+    real = wp.matched_compute
+    monkeypatch.setattr(wp, "matched_compute", lambda cfg, student, *a, **k: real(cfg, copy.deepcopy(student), *a, **k))
+    assert_caught(run(corpus_path), "comparison_first_updates_match_reference")
+
+
 def test_arm_parity_measured_on_odd_bytes(corpus_path, monkeypatch):
     real = wp.parity_rate
 

@@ -66,8 +66,8 @@ GATE_TOL = 1e-8
 # --- Reference primitives ---------------------------------------------------------------------
 
 def tensors(policy) -> dict[str, Tensor]:
-    """Detached copies of a policy's tensors (E, W, b) by name."""
-    return {name: t.detach().clone() for name, t in policy.state_dict().items()}
+    """Detached CPU copies of a policy's tensors (E, W, b) by name (every reference runs on the CPU)."""
+    return {name: t.detach().to("cpu", copy=True) for name, t in policy.state_dict().items()}
 
 
 def trainable(policy) -> list[str]:
@@ -123,7 +123,8 @@ _NLL_CACHE: dict[tuple, float] = {}
 def ref_split_nll(p: dict[str, Tensor], tokens: Tensor, window: int) -> float:
     """Nats per predicted byte: non-overlapping windows from the start, the remainder (>= 2 bytes)
     as a last window; the first byte of each window is not scored.  Cached by the sha256 of the
-    policy's tensors and of the tokens (the comparison's ``none`` arm is the initial student)."""
+    policy's tensors and of the tokens (the comparison's ``none`` arm is the initial student);
+    :func:`audit_run` empties the cache, so one seed's audit never reuses another run's work."""
     key = (sha256_state(p), sha256_tensor(tokens), window)
     if key not in _NLL_CACHE:
         if len(_NLL_CACHE) > 64:
@@ -135,22 +136,26 @@ def ref_split_nll(p: dict[str, Tensor], tokens: Tensor, window: int) -> float:
 def _split_nll(p: dict[str, Tensor], tokens: Tensor, window: int) -> float:
     total, count = 0.0, 0
     with torch.no_grad():
-        for lo in range(0, tokens.numel(), window):
+        for lo in range(0, tokens.numel(), window):                             # one window at a time: in cache
             chunk = tokens[lo:lo + window]
             if chunk.numel() < 2:
                 continue
-            z = ref_logits(p, chunk[None])[0, :-1]                            # (L - 1, V)
+            z = ref_logits(p, chunk[None])[0, :-1]                               # (L - 1, V)
             total -= float((z.gather(1, chunk[1:, None])[:, 0] - torch.logsumexp(z, 1)).sum())
             count += chunk.numel() - 1
     return total / count
 
 
 def plain_window_nll(p: dict[str, Tensor], chunk: Tensor) -> float:
-    """The same on one window, position by position in Python floats."""
-    total = 0.0
+    """The same on one window, position by position: a running embedding sum, W h + b and a
+    logsumexp written out for each position."""
+    total, running = 0.0, torch.zeros_like(p["embed"][0])
     with torch.no_grad():
-        for t in range(chunk.numel() - 1):
-            total -= float(ref_token_logp(p, chunk[:t + 1], int(chunk[t + 1])))
+        for t, (x, y) in enumerate(zip(chunk[:-1].tolist(), chunk[1:].tolist())):
+            running += p["embed"][x]
+            z = p["head_w"] @ (running / (t + 1)) + p["head_b"]                  # (V,)
+            m = float(z.max())
+            total -= float(z[y]) - (m + math.log(float(torch.exp(z - m).sum())))
     return total / (chunk.numel() - 1)
 
 
@@ -225,7 +230,7 @@ def check_nll(cfg, data: bytes, *, student_init, student, nll: dict, nats_per_by
     gap = max(abs(nll[k] - v) / v for k, v in expected.items())
     window = val[:cfg.eval_window]
     plain = plain_window_nll(final, window)
-    window_gap = abs(nats_per_byte(student, window, cfg.eval_window) - plain) / plain
+    window_gap = abs(nats_per_byte(student, window.to(student.embed.device), cfg.eval_window) - plain) / plain
     return {"checks": {"nll_matches_reference": gap <= REL_TOL and window_gap <= REL_TOL},
             "gaps": {"nll_relative_gap": gap, "nll_one_window_relative_gap": window_gap},
             "reference": {f"{k}_nll": v for k, v in expected.items()}}
@@ -233,10 +238,28 @@ def check_nll(cfg, data: bytes, *, student_init, student, nll: dict, nats_per_by
 
 # --- Teacher pretraining ----------------------------------------------------------------------
 
+def _nll_gradient(p: dict[str, Tensor], windows: Tensor) -> dict[str, Tensor]:
+    """Gradient of the mean next-byte NLL over windows (B, T), written out (no autograd):
+        dL/dz_bt = (softmax(z_bt) - onehot(x_b,t+1)) / (B (T - 1)),  dL/dW = sum dz h^T,  dL/db = sum dz,
+        dL/dh_bt = W^T dz_bt,  dL/dE[x_bj] += sum_{t >= j} dL/dh_bt / (t + 1)   (h_bt: mean of E[x_b0..x_bt])."""
+    b, t = windows.shape
+    counts = torch.arange(1, t + 1, dtype=torch.float64)[None, :, None]          # (1, T, 1)
+    h = (p["embed"][windows].cumsum(1) / counts)[:, :-1]                          # (B, T - 1, D)
+    z = h @ p["head_w"].T + p["head_b"]                                           # (B, T - 1, V)
+    dz = torch.softmax(z, -1)
+    dz.scatter_add_(2, windows[:, 1:, None], -torch.ones(b, t - 1, 1, dtype=dz.dtype))
+    dz /= b * (t - 1)
+    dh = torch.cat([dz @ p["head_w"], torch.zeros(b, 1, h.shape[2], dtype=dz.dtype)], 1)   # (B, T, D)
+    de = (dh / counts).flip(1).cumsum(1).flip(1)                                  # (B, T, D): sum over t >= j
+    embed = torch.zeros_like(p["embed"]).index_add_(0, windows.reshape(-1), de.reshape(-1, de.shape[2]))
+    return {"embed": embed, "head_w": dz.reshape(-1, dz.shape[2]).T @ h.reshape(-1, h.shape[2]),
+            "head_b": dz.sum((0, 1))}
+
+
 def check_teacher_pretraining(cfg, rl: dict, data: bytes) -> dict:
     """Replay Section 2 from the seed: initialisation E ~ N(0, embed_std^2), W ~ N(0, 0.01 / D),
     b = 0; ``teacher_steps`` Adam steps (betas 0.9, 0.999, eps 1e-8) of mean next-byte NLL on
-    ``pretrain_batch`` train windows.  The result must be the pre-RL teacher, and the generator
+    ``pretrain_batch`` train windows, its gradient written out by :func:`_nll_gradient`.  The result must be the pre-RL teacher, and the generator
     must be left where the RL started."""
     train = contract_split(data, "train")
     g = torch.Generator().manual_seed(cfg.seed)
@@ -251,11 +274,9 @@ def check_teacher_pretraining(cfg, rl: dict, data: bytes) -> dict:
     b1, b2, eps = 0.9, 0.999, 1e-8
     for step in range(1, cfg.teacher_steps + 1):
         windows = ref_windows(train, cfg.pretrain_batch, cfg.window, g)         # (B, T)
-        leaves = {k: p[k].clone().requires_grad_(k in names) for k in p}
-        z = ref_logits(leaves, windows)[:, :-1]                                  # (B, T - 1, V)
-        loss = -(z.gather(2, windows[:, 1:, None])[..., 0] - torch.logsumexp(z, 2)).mean()
-        grads = torch.autograd.grad(loss, [leaves[k] for k in names])
-        for k, gr in zip(names, grads):
+        grads = _nll_gradient(p, windows)
+        for k in names:
+            gr = grads[k]
             m[k] = b1 * m[k] + (1 - b1) * gr
             s[k] = b2 * s[k] + (1 - b2) * gr * gr
             denom = s[k].sqrt() / math.sqrt(1 - b2 ** step) + eps
@@ -295,8 +316,24 @@ def _reinforce_reference(p: dict[str, Tensor], names: list[str], prompts: Tensor
     return {"grad": grad, "mean_reward": mean}
 
 
+def _reinforce_vectorised(p: dict[str, Tensor], names: list[str], prompts: Tensor, actions: list[int]) -> dict:
+    """:func:`_reinforce_reference`'s gradient for all rollouts at once (updates after the first)."""
+    n, plen = prompts.shape
+    a = torch.tensor(actions)
+    rewards = ((a < EOS) & (a % 2 == 0)).to(torch.float64)                           # (n,)
+    h = p["embed"][prompts].sum(1) / plen                                         # (n, D)
+    dz = torch.softmax(h @ p["head_w"].T + p["head_b"], 1)                         # (n, V)
+    dz[torch.arange(n), a] -= 1.0
+    dz = dz * ((rewards - rewards.mean()) / n)[:, None]                           # -(A / n)(onehot - pi)
+    dh = dz @ p["head_w"] / plen                                                  # (n, D)
+    grad = {"embed": torch.zeros_like(p["embed"]).index_add_(0, prompts.reshape(-1), dh.repeat_interleave(plen, 0)),
+            "head_w": dz.T @ h, "head_b": dz.sum(0)}
+    return {"grad": {k: grad[k] for k in names}, "mean_reward": float(rewards.mean())}
+
+
 def check_teacher_rl(cfg, rl: dict, data: bytes) -> dict:
-    """Every RL update, from the recorded state before it (see the module docstring)."""
+    """Every RL update, from the recorded state before it (see the module docstring).  The first
+    update's gradient is the plain loop over rollouts; later ones use the same formula vectorised."""
     train = contract_split(data, "train")
     trace, audit = rl["trace"], rl["audit"]
     names = trainable(rl["initial"])
@@ -313,7 +350,8 @@ def check_teacher_rl(cfg, rl: dict, data: bytes) -> dict:
         acts = actions.tolist()
         parity = sum(1 for a in acts if a < EOS and a % 2 == 0) / len(acts)
         reward_gap = max(reward_gap, abs(hist["mean_rule_reward"] - parity))
-        ref = _reinforce_reference({x: t.cpu() for x, t in before.items()}, names, prompts, acts)
+        ref = (_reinforce_reference if k == 0 else _reinforce_vectorised)(
+            {x: t.cpu() for x, t in before.items()}, names, prompts, acts)
         expected = {x: -cfg.teacher_rl_lr * ref["grad"][x] for x in names}
         update_gap = max(update_gap, _rel_gap(_sub({x: t.cpu() for x, t in after.items()},
                                                     {x: t.cpu() for x, t in before.items()}, names), expected))
@@ -502,6 +540,7 @@ def audit_run(cfg, *, corpus, rl: dict, student_init, student, distillation: dic
     """Every check of Sections 1-6 on this run's recorded data: ``{"checks": {...}, "gaps": {...}}``."""
     from litrepro.waypoint.model import nats_per_byte
 
+    _NLL_CACHE.clear()                                  # shared with this seed's audit_comparison only
     data = read_contract(corpus.path)
     opd = check_opd_steps(cfg, distillation["records"], rl["waypoints"], data=data, gate_kind=cfg.gate,
                           student_init=student_init, student_final=student)
@@ -528,8 +567,8 @@ def reported_figures_check(metrics: dict, beyond: dict, references: dict) -> dic
     gap = 0.0
     for name, ref in references.items():
         value = metrics[name] if name in metrics else beyond.get(name)
-        if value is None:
-            gap = math.inf
+        if value is None:                                   # a figure the results do not report
+            gap = max(gap, 1.0)
             continue
         gap = max(gap, abs(value - ref) / max(abs(ref), 1.0))
     return {"checks": {"reported_figures_match_audit": gap <= REL_TOL}, "gaps": {"reported_figures_max_gap": gap}}
@@ -557,6 +596,7 @@ def audit_comparison(cfg, comparison: dict, student_init, waypoints, corpus, see
     per_arm: dict[str, dict[str, bool]] = {}
     gaps: dict[str, float] = {}
     val = contract_split(data, "validation")
+    val_sha = sha256_tensor(val)
     g = torch.Generator().manual_seed(seed + 7)
     eval_prompts = ref_windows(val, cfg.comparison_eval_prompts, cfg.prompt_len, g)
     prompts_ok = torch.equal(eval_prompts, records["eval_prompts"].cpu())
@@ -603,7 +643,18 @@ def audit_comparison(cfg, comparison: dict, student_init, waypoints, corpus, see
             gates_ok = rec["gate_kind"] is None and not comparison[arm]["mean_gate"]
             update_ok = sha256_state(rec["final"]) == start
         final = {k: t.cpu() for k, t in rec["final"].items()}
-        arm_gap = evaluation_gap(arm, final, ref_split_nll(final, val, cfg.eval_window))
+        if arm != "none" and cfg.comparison_steps > 0:                           # a trained arm has moved
+            update_ok = update_ok and sha256_state(final) != start
+        # Validation NLL: recomputed in full for the waypoint arm (which checks the arms' scorer) and
+        # the none arm (the initial student, already scored for the baseline); for every arm, the
+        # policy, bytes and window it was scored with must be its final policy, the contract's
+        # validation bytes and eval_window.
+        full = arm in ("waypoint", "none") or "waypoint" not in arms
+        arm_gap = evaluation_gap(arm, final, ref_split_nll(final, val, cfg.eval_window) if full else None)
+        scored = rec["evaluated"]
+        if (scored["policy_sha256"], scored["tokens_sha256"], scored["window"]) != (
+                sha256_state(final), val_sha, cfg.eval_window):
+            arm_gap = max(arm_gap, 1.0)
         eval_gap = max(eval_gap, arm_gap)
         per_arm[arm] = {"paired": paired, "gate_kind_matches_arm": gates_ok, "first_update_matches_reference": update_ok,
                         "evaluation_matches_reference": prompts_ok and arm_gap <= REL_TOL}

@@ -253,9 +253,13 @@ def compare_arms(cfg: WaypointConfig, student_init: BytePolicy, waypoints: list[
     prompts = corpus.validation_windows(cfg.comparison_eval_prompts, cfg.prompt_len, eval_gen, "comparison_eval").to(device)
     validation = corpus.validation_tokens("comparison_eval").to(device)
 
+    last = {}
+
     def evaluate(policy: BytePolicy) -> dict:
+        last["evaluated"] = {"policy_sha256": audit.sha256_state(audit.tensors(policy)),   # what was scored
+                             "tokens_sha256": audit.sha256_tensor(validation), "window": cfg.eval_window}
         return {**parity_rate(policy, prompts, torch.Generator().manual_seed(seed + 11)),
-                "validation_nll": nats_per_byte(policy, validation, cfg.eval_window)}
+                "validation_nll": nats_per_byte(policy, validation, last["evaluated"]["window"])}
 
     chunk = eval_every if eval_every > 0 else max(steps, 1)
     marks = sorted({*range(0, steps, chunk), steps})                                     # update counts evaluated
@@ -287,9 +291,10 @@ def compare_arms(cfg: WaypointConfig, student_init: BytePolicy, waypoints: list[
                 draws.update(matched["draws_sha256"].encode())
             if eval_every > 0:
                 curve.append({"step": hi, **evaluate(student)})
-        rec.update(draws_sha256=draws.hexdigest(), first=matched.get("first"), final=audit.tensors(student))
-        out["records"]["arms"][arm] = rec
         out[arm] = {**(curve[-1] if curve else evaluate(student)), "mean_gate": [h["mean_gate"] for h in history]}
+        rec.update(draws_sha256=draws.hexdigest(), first=matched.get("first"), final=audit.tensors(student),
+                   evaluated=last["evaluated"])
+        out["records"]["arms"][arm] = rec
         out[arm].pop("step", None)
         if eval_every > 0:
             out[arm]["curve"] = curve
