@@ -87,22 +87,24 @@ def initial_student(cfg: WaypointConfig, rl: dict, corpus: corpus_mod.Corpus, de
 
 def distil(cfg: WaypointConfig, student: BytePolicy, waypoints: list[BytePolicy], corpus: corpus_mod.Corpus,
            generator: torch.Generator, device: torch.device, *, steps: int, gate_kind: str, stage: str,
-           gate_generator: torch.Generator | None = None, record: int | None = None) -> dict:
+           gate_generator: torch.Generator | None = None, record: int | None = None, draws=None) -> dict:
     """``steps`` OPD updates; per-step stats plus the rollout diagnostics.
 
     ``records`` keeps, for the first ``record`` steps (every step when None), what
     :mod:`litrepro.waypoint.audit` recomputes the step from: the generator state before
     its prompts, the prompts, rollouts and gates, and the student's tensors before and
-    after the update.  ``draws_sha256`` hashes every prompt drawn (the arms' pairing).
+    after the update.  ``draws_sha256`` hashes every prompt drawn (the arms' pairing); ``draws``,
+    a ``hashlib`` object, is updated with them too (one hash over an arm's chunks).
     """
     optimizer = torch.optim.SGD(student.parameters(), lr=cfg.student_lr)
     history, gaps, eos, tokens, flagged, ratios = [], [], 0, 0, 0, []
-    records, draws = [], hashlib.sha256()
+    records, own = [], hashlib.sha256()
     for step in range(steps):
         keep = record is None or step < record
         state = generator.get_state() if keep else None
         prompts = corpus.train_windows(cfg.opd_batch, cfg.prompt_len, generator, stage).to(device)
-        draws.update(prompts.cpu().numpy().tobytes())
+        for digest in (own, draws) if draws is not None else (own,):
+            digest.update(prompts.cpu().numpy().tobytes())
         before, trace = (audit.tensors(student), {}) if keep else (None, None)
         stats, rollouts, gap = opd_step(student, waypoints, prompts, optimizer, generator,
                                         max_new_tokens=cfg.max_new_tokens, gate_kind=gate_kind, gate_mass=cfg.gate_mass,
@@ -120,26 +122,29 @@ def distil(cfg: WaypointConfig, student: BytePolicy, waypoints: list[BytePolicy]
         flagged += diagnostics.is_degenerate(data, min_ratio=cfg.deflate_min_ratio, min_bytes=cfg.deflate_min_bytes)
     return {"history": history, "on_policy_gap": max(gaps) if gaps else 0.0, "natural_eos_rollouts": eos,
             "generated_tokens": tokens, "rejected_diagnostic_groups": int(flagged), "deflate_ratios": ratios,
-            "gate_kind": gate_kind, "records": records, "draws_sha256": draws.hexdigest()}
+            "gate_kind": gate_kind, "records": records, "draws_sha256": own.hexdigest()}
 
 
 def matched_compute(cfg: WaypointConfig, student: BytePolicy, corpus: corpus_mod.Corpus, generator: torch.Generator,
-                    device: torch.device, *, steps: int, stage: str, record: dict | None = None) -> list[float]:
+                    device: torch.device, *, steps: int, stage: str, record: dict | None = None,
+                    draws=None) -> list[float]:
     """The matched-compute control: ``steps`` SGD updates at ``student_lr`` with no teacher at all.
 
     Each update is next-byte NLL on ``opd_batch`` train windows of
     ``prompt_len + max_new_tokens`` bytes, the token count of one OPD batch.
     ``record``, when given, gets ``draws_sha256`` (every window drawn) and, unless it
     already holds one, ``first``: the first update's generator state, windows and the
-    student's tensors before and after (for :mod:`litrepro.waypoint.audit`).
+    student's tensors before and after (for :mod:`litrepro.waypoint.audit`).  ``draws``, a
+    ``hashlib`` object, is updated with every window too.
     """
     optimizer = torch.optim.SGD(student.parameters(), lr=cfg.student_lr)
-    losses, draws = [], hashlib.sha256()
+    losses, own = [], hashlib.sha256()
     for _ in range(steps):
         keep = record is not None and "first" not in record
         state = generator.get_state() if keep else None
         windows = corpus.train_windows(cfg.opd_batch, cfg.prompt_len + cfg.max_new_tokens, generator, stage).to(device)
-        draws.update(windows.cpu().numpy().tobytes())
+        for digest in (own, draws) if draws is not None else (own,):
+            digest.update(windows.cpu().numpy().tobytes())
         before = audit.tensors(student) if keep else None
         loss = next_byte_nll(student, windows)
         optimizer.zero_grad(set_to_none=True)
@@ -150,7 +155,7 @@ def matched_compute(cfg: WaypointConfig, student: BytePolicy, corpus: corpus_mod
             record["first"] = {"generator_state": state, "windows": windows, "before": before,
                                "after": audit.tensors(student), "trainable": audit.trainable(student)}
     if record is not None:
-        record["draws_sha256"] = draws.hexdigest()
+        record["draws_sha256"] = own.hexdigest()
     return losses
 
 
@@ -280,15 +285,13 @@ def compare_arms(cfg: WaypointConfig, student_init: BytePolicy, waypoints: list[
             if hi > lo and arm in GATE_OF_ARM:
                 part = distil(cfg, student, waypoints, corpus, train_gen, device, steps=hi - lo,
                               gate_kind=GATE_OF_ARM[arm], stage="comparison", gate_generator=gate_gen,
-                              record=1 if lo == 0 else 0)
+                              record=1 if lo == 0 else 0, draws=draws)
                 history += [{**h, "step": h["step"] + lo} for h in part["history"]]
                 rec["gate_kind"] = part["gate_kind"]
                 rec["records"] += part["records"]
-                draws.update(part["draws_sha256"].encode())
             elif hi > lo and arm == "matched_compute":
                 matched_compute(cfg, student, corpus, train_gen, device, steps=hi - lo, stage="comparison",
-                                record=matched)
-                draws.update(matched["draws_sha256"].encode())
+                                record=matched, draws=draws)
             if eval_every > 0:
                 curve.append({"step": hi, **evaluate(student)})
         out[arm] = {**(curve[-1] if curve else evaluate(student)), "mean_gate": [h["mean_gate"] for h in history]}
