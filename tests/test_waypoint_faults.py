@@ -183,6 +183,13 @@ def test_valid_mask_drops_the_last_token(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "opd_rollouts_replayed", "rollout_diagnostics_match_reference")
 
 
+def test_student_starts_from_the_final_waypoint(corpus_path, monkeypatch):
+    """``waypoint0`` start built from the wrong snapshot."""
+    monkeypatch.setattr(wp, "initial_student", lambda cfg, rl, corpus, device, seed, *, start=None:
+                        copy.deepcopy(rl["waypoints"][-1]).requires_grad_(True).train())
+    assert_caught(run(corpus_path), "student_starts_at_waypoint0")
+
+
 # --- 2. Teacher RL ------------------------------------------------------------------------------
 
 def faulty_reinforce(*, reward=None, advantage=None, temperature=1.0, reduce="mean"):
