@@ -470,7 +470,7 @@ def check_opd_steps(cfg, records: list[dict], waypoints, *, data: bytes, gate_ki
         expected = {k: -cfg.student_lr * ref["grad"][k] for k in names}
         update_gap = max(update_gap, _rel_gap(_sub(after, before, names), expected))
         norm = math.sqrt(sum(float((ref["grad"][k] ** 2).sum()) for k in names))
-        norm_gap = max(norm_gap, abs(rec["stats"]["gradient_norm"] - norm) / norm)
+        norm_gap = max(norm_gap, abs(rec["stats"]["gradient_norm"] - norm) / (norm if norm > 0 else 1.0))
     chain = True
     if student_init is not None and records:
         states = [tensors(student_init)] + [x for rec in records for x in (rec["before"], rec["after"])]
