@@ -574,3 +574,21 @@ def test_study_refuses_unpaired_rows(corpus_path, one_condition, monkeypatch):
     assert not rows[0]["checks"]["comparison_arms_paired"]
     with pytest.raises(effect_study.StudyRefused, match="comparison_arms_paired"):
         effect_study.summarise(rows)
+
+
+def test_study_refuses_intervals_that_do_not_pair_by_seed(monkeypatch):
+    """An interval computed on the sorted arms (pairing lost) differs from the plain-loop recomputation."""
+    from litrepro import stats
+
+    rows = [{"seed": s, "teacher": "calibrated", "student_start": "waypoint0", "teacher_rl_rollouts": 64,
+             **{f"{arm}.{m}": float((s * 7919 + i * 104729 + j) % 97) for i, arm in enumerate(wp.ARMS)
+                for j, m in enumerate(effect_study.METRICS)}} for s in range(42, 48)]
+    monkeypatch.setattr(effect_study, "TEACHERS", {"calibrated": 0.015})
+    monkeypatch.setattr(effect_study, "STARTS", ("waypoint0",))
+    monkeypatch.setattr(effect_study, "RL_ROLLOUTS", (64,))
+    monkeypatch.setattr(effect_study, "refuse_failed", lambda rows: None)       # these rows carry no checks
+    assert effect_study.summarise(rows)                                         # the clean intervals pass
+    real = stats.paired_ci
+    monkeypatch.setattr(stats, "paired_ci", lambda a, b, **k: real(sorted(a), sorted(b), **k))
+    with pytest.raises(effect_study.StudyRefused, match="plain-loop"):
+        effect_study.summarise(rows)

@@ -15,7 +15,9 @@ condition, the teacher's checks (pretraining replay and every RL update,
 used its own gate, made a first update equal to the reference and was evaluated as
 the reference evaluates it.  :func:`summarise` refuses (:class:`StudyRefused`) to
 compute any interval when a check failed on any seed, and names the seed,
-condition and checks; no row whose arms are not paired is summarised.
+condition and checks; no row whose arms are not paired is summarised.  Every interval
+it computes is recomputed by :func:`check_differences` with a plain loop over the
+seeds of its condition, and a mismatch is refused too.
 """
 
 from __future__ import annotations
@@ -139,7 +141,43 @@ def summarise(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 ci = paired_ci([r[f"{a}.{metric}"] for r in cond], [r[f"{b}.{metric}"] for r in cond])
                 out.append({"comparison": f"{a} - {b}", "metric": metric, "teacher": teacher,
                             "student_start": start, "teacher_rl_rollouts": rollouts, **ci})
+    check_differences(rows, out)
     return out
+
+
+def check_differences(rows: list[Mapping[str, Any]], differences: list[Mapping[str, Any]], *,
+                      rel_tol: float = 1e-9) -> None:
+    """Recompute every interval with a plain loop over seeds and refuse (:class:`StudyRefused`) a mismatch.
+
+    Per condition, each seed must appear exactly once; d_s = A_s - B_s on the same seed,
+    mean = sum d / n, s^2 = sum (d - mean)^2 / (n - 1), interval mean -+ t_{0.975, n-1} s / sqrt(n)
+    (the collapsed interval when n < 2 or s = 0, as in ``stats.paired_ci``).
+    """
+    import math
+
+    from scipy import stats
+
+    bad = []
+    for r in differences:
+        cond = [x for x in rows if (x["teacher"], x["student_start"], x["teacher_rl_rollouts"])
+                == (r["teacher"], r["student_start"], r["teacher_rl_rollouts"])]
+        seeds = [x["seed"] for x in cond]
+        a, b = r["comparison"].split(" - ")
+        d = [x[f"{a}.{r['metric']}"] - x[f"{b}.{r['metric']}"] for x in cond]
+        n = len(d)
+        mean = sum(d) / n if n else float("nan")
+        var = sum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 0.0
+        half = stats.t.ppf(0.975, n - 1) * math.sqrt(var / n) if var > 0 else 0.0
+        expected = (mean, mean - half, mean + half)
+        got = (r["mean_difference"], r["ci95_low"], r["ci95_high"])
+        scale = max(abs(x) for x in expected) or 1.0
+        if len(set(seeds)) != len(seeds) or r["n"] != n or any(
+                not abs(g - e) <= rel_tol * scale for g, e in zip(got, expected)):
+            bad.append(f"{r['comparison']} {r['metric']} ({r['teacher']}, {r['student_start']}, "
+                       f"{r['teacher_rl_rollouts']} rollouts)")
+    if bad:
+        raise StudyRefused(f"effect study refused, intervals differ from their plain-loop recomputation: "
+                           f"{'; '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}")
 
 
 def condition_means(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
