@@ -34,10 +34,17 @@ Stages and their checks (tolerances are relative to the size of what is compared
   the update equals -lr * the gated gradient with A = log p_final - log p_student
   (``opd_update_matches_reference``), and the rollout counts
   (``rollout_diagnostics_match_reference``);
+- the student starts as an exact copy of waypoint 0 (``student_starts_at_waypoint0``);
 - comparison arms: paired start, generators and prompts
   (``comparison_arms_paired``), gate kind per arm (``comparison_gate_kinds_match_arms``),
-  first update per arm (``comparison_first_updates_match_reference``) and each arm's
-  evaluation (``comparison_evaluations_match_reference``).
+  first update per arm and a trained arm that moved (``comparison_first_updates_match_reference``)
+  and each arm's evaluation (``comparison_evaluations_match_reference``);
+- every figure the results report equals the audit's reference for it
+  (``reported_figures_match_audit``, checked in ``experiment.collect_results``).
+
+Recording costs little (generator states, prompts, rollouts, the student's tensors around
+each recorded step); the audit calls cost about 15% of ``experiment.run(cfg)``'s CPU time
+(``benchmarks/waypoint_audit_cost.py``).
 """
 
 from __future__ import annotations
