@@ -52,7 +52,6 @@ from __future__ import annotations
 import hashlib
 import math
 import zlib
-from typing import Any
 
 import torch
 from torch import Tensor
