@@ -287,6 +287,8 @@ def test_effect_study_is_current_and_complete():
     assert {r["comparison"] for r in rows} >= {"waypoint - final_only", "waypoint - shuffled", "shuffled - final_only",
                                                 "waypoint - matched_compute", "waypoint - none"}
     assert {(r["teacher"], r["student_start"], r["teacher_rl_rollouts"]) for r in rows} == set(effect_study.conditions())
+    for r in data["per_seed"]:                                                  # the study inherits the checks
+        assert not effect_study.failed_checks(r), (r["seed"], effect_study.failed_checks(r))
     for r in rows:
         assert set(r) >= {"comparison", "metric", "n", "mean_difference", "ci95_low", "ci95_high"}
         assert r["n"] >= 12 and r["ci95_low"] <= r["mean_difference"] <= r["ci95_high"]

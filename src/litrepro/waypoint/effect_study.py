@@ -8,6 +8,16 @@ interval (:func:`litrepro.stats.paired_ci`).  ``studies/waypoint_effect_study.py
 runs it (``make effect-study``) and writes ``rendered/waypoint_opd/effect_study.json``
 with the sha256 of every source file it ran on, so a test can tell that the
 committed file is current without re-running it.
+
+The study inherits the notebook's checks: every row records, for its seed and
+condition, the teacher's checks (pretraining replay and every RL update,
+:mod:`litrepro.waypoint.audit`) and, per arm, whether it was paired with the others,
+used its own gate, made a first update equal to the reference and was evaluated as
+the reference evaluates it.  :func:`summarise` refuses (:class:`StudyRefused`) to
+compute any interval when a check failed on any seed, and names the seed,
+condition and checks; no row whose arms are not paired is summarised.  Every interval
+it computes is recomputed by :func:`check_differences` with a plain loop over the
+seeds of its condition, and a mismatch is refused too.
 """
 
 from __future__ import annotations
@@ -26,7 +36,8 @@ PLOT = PATH.with_suffix(".png")
 #: so that edits of their bounds or of the download code do not mark the study stale.
 SOURCES = ("src/litrepro/waypoint/diagnostics.py", "src/litrepro/waypoint/experiment.py",
            "src/litrepro/waypoint/model.py", "src/litrepro/waypoint/opd.py", "src/litrepro/waypoint/teacher.py",
-           "src/litrepro/waypoint/effect_study.py", "src/litrepro/stats.py", "studies/waypoint_effect_study.py")
+           "src/litrepro/waypoint/effect_study.py", "src/litrepro/waypoint/audit.py", "src/litrepro/stats.py",
+           "studies/waypoint_effect_study.py")
 #: Teacher pretraining: the calibrated learning rate, and 0.05, whose teacher the RL moves far more.
 TEACHERS = {"calibrated": 0.015, "strong": 0.05}
 STARTS = ("independent", "waypoint0")
@@ -35,6 +46,12 @@ METRICS = ("validation_nll", "expected_parity_rate")
 COMPARISONS = (("waypoint", "final_only"), ("waypoint", "shuffled"), ("shuffled", "final_only"),
                ("waypoint", "matched_compute"), ("waypoint", "none"), ("final_only", "none"), ("matched_compute", "none"))
 CONDITION_KEYS = ("teacher", "student_start", "teacher_rl_rollouts")
+#: Per-row keys that hold check results, not figures.
+CHECK_KEYS = ("checks", "arm_checks")
+
+
+class StudyRefused(ValueError):
+    """A check failed on some seed (or its arms were not paired): no interval is computed."""
 
 
 def source_hashes() -> dict[str, str]:
@@ -57,9 +74,11 @@ def run_seed(seed: int, *, steps: int, eval_prompts: int, corpus, device) -> lis
     """One seed: every (teacher, RL rollouts, start) condition, every arm; one row per condition."""
     import torch
 
+    from litrepro.waypoint import audit
     from litrepro.waypoint import experiment as wp
     from litrepro.waypoint.config import WaypointConfig
 
+    data = audit.read_contract(corpus.path)
     rows = []
     for teacher_name, lr in TEACHERS.items():
         for rollouts in RL_ROLLOUTS:
@@ -69,15 +88,39 @@ def run_seed(seed: int, *, steps: int, eval_prompts: int, corpus, device) -> lis
             teacher, _ = wp.pretrained_policy(cfg, corpus, generator, device, steps=cfg.teacher_steps,
                                               stage="teacher_pretrain")
             rl = wp.teacher_rl(cfg, teacher, corpus, generator, device)
+            teacher_checks = {**audit.check_teacher_pretraining(cfg, rl, data)["checks"],
+                              **audit.check_teacher_rl(cfg, rl, data)["checks"]}
             for start in STARTS:
                 student = wp.initial_student(cfg, rl, corpus, device, seed, start=start)
                 out = wp.compare_arms(cfg, student, rl["waypoints"], corpus, device, seed)
+                arm_audit = wp.audit_comparison(cfg, out, student, rl["waypoints"], corpus, seed)
+                is_waypoint0 = audit.sha256_state(audit.tensors(student)) == audit.sha256_state(audit.tensors(rl["initial"]))
                 gates = out["waypoint"]["mean_gate"]
                 rows.append({"seed": seed, "teacher": teacher_name, "teacher_rl_rollouts": rollouts,
                              "student_start": start, "mean_gate": sum(gates) / len(gates),
                              "teacher_final_expected_parity_rate": out["teacher_final"]["expected_parity_rate"],
-                             **{f"{arm}.{m}": out[arm][m] for arm in wp.ARMS for m in METRICS}})
+                             **{f"{arm}.{m}": out[arm][m] for arm in wp.ARMS for m in METRICS},
+                             "checks": {**teacher_checks, **arm_audit["checks"],
+                                        "student_start_matches_label": is_waypoint0 == (start == "waypoint0")},
+                             "arm_checks": arm_audit["arms"]})
     return rows
+
+
+def failed_checks(row: Mapping[str, Any]) -> list[str]:
+    """The checks of one row that did not hold (``arm.check`` for an arm's own); a row without checks fails."""
+    if not row.get("checks") or not row.get("arm_checks"):
+        return ["checks not recorded"]
+    bad = [name for name, ok in row["checks"].items() if ok is not True]
+    bad += [f"{arm}.{name}" for arm, checks in row["arm_checks"].items() for name, ok in checks.items() if ok is not True]
+    return bad
+
+
+def refuse_failed(rows: list[Mapping[str, Any]]) -> None:
+    """Raise :class:`StudyRefused` naming every (seed, condition) whose checks failed."""
+    bad = [f"seed {r['seed']} ({r['teacher']}, {r['student_start']}, {r['teacher_rl_rollouts']} rollouts): "
+           f"{', '.join(failed_checks(r))}" for r in rows if failed_checks(r)]
+    if bad:
+        raise StudyRefused(f"effect study refused, checks failed on {len(bad)} row(s): {'; '.join(bad)}")
 
 
 def conditions() -> list[tuple[str, str, int]]:
@@ -88,6 +131,7 @@ def summarise(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Paired differences ``{comparison, metric, n, mean_difference, ci95_low, ci95_high}`` per condition."""
     from litrepro.stats import paired_ci
 
+    refuse_failed(rows)
     out = []
     for teacher, start, rollouts in conditions():
         cond = sorted((r for r in rows if (r["teacher"], r["student_start"], r["teacher_rl_rollouts"])
@@ -97,7 +141,43 @@ def summarise(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 ci = paired_ci([r[f"{a}.{metric}"] for r in cond], [r[f"{b}.{metric}"] for r in cond])
                 out.append({"comparison": f"{a} - {b}", "metric": metric, "teacher": teacher,
                             "student_start": start, "teacher_rl_rollouts": rollouts, **ci})
+    check_differences(rows, out)
     return out
+
+
+def check_differences(rows: list[Mapping[str, Any]], differences: list[Mapping[str, Any]], *,
+                      rel_tol: float = 1e-9) -> None:
+    """Recompute every interval with a plain loop over seeds and refuse (:class:`StudyRefused`) a mismatch.
+
+    Per condition, each seed must appear exactly once; d_s = A_s - B_s on the same seed,
+    mean = sum d / n, s^2 = sum (d - mean)^2 / (n - 1), interval mean -+ t_{0.975, n-1} s / sqrt(n)
+    (the collapsed interval when n < 2 or s = 0, as in ``stats.paired_ci``).
+    """
+    import math
+
+    from scipy import stats
+
+    bad = []
+    for r in differences:
+        cond = [x for x in rows if (x["teacher"], x["student_start"], x["teacher_rl_rollouts"])
+                == (r["teacher"], r["student_start"], r["teacher_rl_rollouts"])]
+        seeds = [x["seed"] for x in cond]
+        a, b = r["comparison"].split(" - ")
+        d = [x[f"{a}.{r['metric']}"] - x[f"{b}.{r['metric']}"] for x in cond]
+        n = len(d)
+        mean = sum(d) / n if n else float("nan")
+        var = sum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 0.0
+        half = stats.t.ppf(0.975, n - 1) * math.sqrt(var / n) if var > 0 else 0.0
+        expected = (mean, mean - half, mean + half)
+        got = (r["mean_difference"], r["ci95_low"], r["ci95_high"])
+        scale = max(abs(x) for x in expected) or 1.0
+        if len(set(seeds)) != len(seeds) or r["n"] != n or any(
+                not abs(g - e) <= rel_tol * scale for g, e in zip(got, expected)):
+            bad.append(f"{r['comparison']} {r['metric']} ({r['teacher']}, {r['student_start']}, "
+                       f"{r['teacher_rl_rollouts']} rollouts)")
+    if bad:
+        raise StudyRefused(f"effect study refused, intervals differ from their plain-loop recomputation: "
+                           f"{'; '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}")
 
 
 def condition_means(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -105,7 +185,7 @@ def condition_means(rows: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for teacher, start, rollouts in conditions():
         cond = [r for r in rows if (r["teacher"], r["student_start"], r["teacher_rl_rollouts"]) == (teacher, start, rollouts)]
-        keys = [k for k in cond[0] if k not in ("seed", *CONDITION_KEYS)]
+        keys = [k for k in cond[0] if k not in ("seed", *CONDITION_KEYS, *CHECK_KEYS)]
         out.append({"teacher": teacher, "student_start": start, "teacher_rl_rollouts": rollouts, "n": len(cond),
                     **{k: sum(r[k] for r in cond) / len(cond) for k in keys}})
     return out

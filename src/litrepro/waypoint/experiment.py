@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 
 import torch
 
+from litrepro.waypoint import audit
 from litrepro.waypoint import corpus as corpus_mod
 from litrepro.waypoint import diagnostics
 from litrepro.waypoint.config import WaypointConfig
@@ -13,6 +15,10 @@ from litrepro.waypoint.model import BytePolicy, nats_per_byte, next_byte_nll, pr
 from litrepro.waypoint.opd import (ZeroGateError, opd_loss, opd_step, sample_rollouts, straightness_gate, student_logps,
                                    surrogate_gradient_check, waypoint_logps)
 from litrepro.waypoint.teacher import FrozenLedger, parity_reward, replay_lineage, run_teacher_rl
+
+audit_run = audit.audit_run
+reported_figures_check = audit.reported_figures_check
+audit_comparison = audit.audit_comparison
 
 #: The comparison's arms: waypoint-gated OPD, final-only OPD (g = 1), OPD with the waypoint gates
 #: shuffled among tokens (same mean), the matched-compute control (as many updates, no teacher) and none.
@@ -81,15 +87,32 @@ def initial_student(cfg: WaypointConfig, rl: dict, corpus: corpus_mod.Corpus, de
 
 def distil(cfg: WaypointConfig, student: BytePolicy, waypoints: list[BytePolicy], corpus: corpus_mod.Corpus,
            generator: torch.Generator, device: torch.device, *, steps: int, gate_kind: str, stage: str,
-           gate_generator: torch.Generator | None = None) -> dict:
-    """``steps`` OPD updates; per-step stats plus the rollout diagnostics."""
+           gate_generator: torch.Generator | None = None, record: int | None = None, draws=None) -> dict:
+    """``steps`` OPD updates; per-step stats plus the rollout diagnostics.
+
+    ``records`` keeps, for the first ``record`` steps (every step when None), what
+    :mod:`litrepro.waypoint.audit` recomputes the step from: the generator state before
+    its prompts, the prompts, rollouts and gates, and the student's tensors before and
+    after the update.  ``draws_sha256`` hashes every prompt drawn (the arms' pairing); ``draws``,
+    a ``hashlib`` object, is updated with them too (one hash over an arm's chunks).
+    """
     optimizer = torch.optim.SGD(student.parameters(), lr=cfg.student_lr)
     history, gaps, eos, tokens, flagged, ratios = [], [], 0, 0, 0, []
+    records, own = [], hashlib.sha256()
     for step in range(steps):
+        keep = record is None or step < record
+        state = generator.get_state() if keep else None
         prompts = corpus.train_windows(cfg.opd_batch, cfg.prompt_len, generator, stage).to(device)
+        for digest in (own, draws) if draws is not None else (own,):
+            digest.update(prompts.cpu().numpy().tobytes())
+        before, trace = (audit.tensors(student), {}) if keep else (None, None)
         stats, rollouts, gap = opd_step(student, waypoints, prompts, optimizer, generator,
                                         max_new_tokens=cfg.max_new_tokens, gate_kind=gate_kind, gate_mass=cfg.gate_mass,
-                                        gate_generator=gate_generator)
+                                        gate_generator=gate_generator, trace=trace)
+        if keep:
+            records.append({"generator_state": state, "prompts": prompts, "rollouts": rollouts, "gate": trace["gate"],
+                            "before": before, "after": audit.tensors(student), "stats": dict(stats),
+                            "trainable": audit.trainable(student)})
         history.append({"step": step, **stats})
         gaps.append(gap)
         eos += diagnostics.natural_eos_count(rollouts.generated, rollouts.valid)
@@ -98,25 +121,41 @@ def distil(cfg: WaypointConfig, student: BytePolicy, waypoints: list[BytePolicy]
         ratios.append(diagnostics.deflate_ratio(data))
         flagged += diagnostics.is_degenerate(data, min_ratio=cfg.deflate_min_ratio, min_bytes=cfg.deflate_min_bytes)
     return {"history": history, "on_policy_gap": max(gaps) if gaps else 0.0, "natural_eos_rollouts": eos,
-            "generated_tokens": tokens, "rejected_diagnostic_groups": int(flagged), "deflate_ratios": ratios}
+            "generated_tokens": tokens, "rejected_diagnostic_groups": int(flagged), "deflate_ratios": ratios,
+            "gate_kind": gate_kind, "records": records, "draws_sha256": own.hexdigest()}
 
 
 def matched_compute(cfg: WaypointConfig, student: BytePolicy, corpus: corpus_mod.Corpus, generator: torch.Generator,
-                    device: torch.device, *, steps: int, stage: str) -> list[float]:
+                    device: torch.device, *, steps: int, stage: str, record: dict | None = None,
+                    draws=None) -> list[float]:
     """The matched-compute control: ``steps`` SGD updates at ``student_lr`` with no teacher at all.
 
     Each update is next-byte NLL on ``opd_batch`` train windows of
     ``prompt_len + max_new_tokens`` bytes, the token count of one OPD batch.
+    ``record``, when given, gets ``draws_sha256`` (every window drawn) and, unless it
+    already holds one, ``first``: the first update's generator state, windows and the
+    student's tensors before and after (for :mod:`litrepro.waypoint.audit`).  ``draws``, a
+    ``hashlib`` object, is updated with every window too.
     """
     optimizer = torch.optim.SGD(student.parameters(), lr=cfg.student_lr)
-    losses = []
+    losses, own = [], hashlib.sha256()
     for _ in range(steps):
+        keep = record is not None and "first" not in record
+        state = generator.get_state() if keep else None
         windows = corpus.train_windows(cfg.opd_batch, cfg.prompt_len + cfg.max_new_tokens, generator, stage).to(device)
+        for digest in (own, draws) if draws is not None else (own,):
+            digest.update(windows.cpu().numpy().tobytes())
+        before = audit.tensors(student) if keep else None
         loss = next_byte_nll(student, windows)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
+        if keep:
+            record["first"] = {"generator_state": state, "windows": windows, "before": before,
+                               "after": audit.tensors(student), "trainable": audit.trainable(student)}
+    if record is not None:
+        record["draws_sha256"] = own.hexdigest()
     return losses
 
 
@@ -219,30 +258,46 @@ def compare_arms(cfg: WaypointConfig, student_init: BytePolicy, waypoints: list[
     prompts = corpus.validation_windows(cfg.comparison_eval_prompts, cfg.prompt_len, eval_gen, "comparison_eval").to(device)
     validation = corpus.validation_tokens("comparison_eval").to(device)
 
+    last = {}
+
     def evaluate(policy: BytePolicy) -> dict:
+        last["evaluated"] = {"policy_sha256": audit.sha256_state(audit.tensors(policy)),   # what was scored
+                             "tokens_sha256": audit.sha256_tensor(validation), "window": cfg.eval_window}
         return {**parity_rate(policy, prompts, torch.Generator().manual_seed(seed + 11)),
-                "validation_nll": nats_per_byte(policy, validation, cfg.eval_window)}
+                "validation_nll": nats_per_byte(policy, validation, last["evaluated"]["window"])}
 
     chunk = eval_every if eval_every > 0 else max(steps, 1)
     marks = sorted({*range(0, steps, chunk), steps})                                     # update counts evaluated
-    out = {"teacher_final": parity_rate(waypoints[-1], prompts, torch.Generator().manual_seed(seed + 11))}
+    out = {"teacher_final": parity_rate(waypoints[-1], prompts, torch.Generator().manual_seed(seed + 11)),
+           "records": {"eval_prompts": prompts, "arms": {}}}
     for arm in arms:
         if arm not in ARMS:
             raise ValueError(f"unknown arm {arm!r} (known: {', '.join(ARMS)})")
         student = copy.deepcopy(student_init)
         train_gen = torch.Generator().manual_seed(seed + 13)                                 # same prompts/samples start
         gate_gen = torch.Generator().manual_seed(seed + 23)
+        rec = {"start_sha256": audit.sha256_state(audit.tensors(student)),                  # what pairs the arms
+               "train_generator_sha256": audit.sha256_tensor(train_gen.get_state()),
+               "gate_generator_sha256": audit.sha256_tensor(gate_gen.get_state()), "gate_kind": None, "records": []}
+        draws, matched = hashlib.sha256(), {}
         history, curve = [], []
         for lo, hi in zip([0, *marks[:-1]], marks):
             if hi > lo and arm in GATE_OF_ARM:
                 part = distil(cfg, student, waypoints, corpus, train_gen, device, steps=hi - lo,
-                              gate_kind=GATE_OF_ARM[arm], stage="comparison", gate_generator=gate_gen)["history"]
-                history += [{**h, "step": h["step"] + lo} for h in part]
+                              gate_kind=GATE_OF_ARM[arm], stage="comparison", gate_generator=gate_gen,
+                              record=1 if lo == 0 else 0, draws=draws)
+                history += [{**h, "step": h["step"] + lo} for h in part["history"]]
+                rec["gate_kind"] = part["gate_kind"]
+                rec["records"] += part["records"]
             elif hi > lo and arm == "matched_compute":
-                matched_compute(cfg, student, corpus, train_gen, device, steps=hi - lo, stage="comparison")
+                matched_compute(cfg, student, corpus, train_gen, device, steps=hi - lo, stage="comparison",
+                                record=matched, draws=draws)
             if eval_every > 0:
                 curve.append({"step": hi, **evaluate(student)})
         out[arm] = {**(curve[-1] if curve else evaluate(student)), "mean_gate": [h["mean_gate"] for h in history]}
+        rec.update(draws_sha256=draws.hexdigest(), first=matched.get("first"), final=audit.tensors(student),
+                   evaluated=last["evaluated"])
+        out["records"]["arms"][arm] = rec
         out[arm].pop("step", None)
         if eval_every > 0:
             out[arm]["curve"] = curve
@@ -304,12 +359,16 @@ CHECK_NOTES = {
 
 def collect_results(cfg: WaypointConfig, *, corpus: corpus_mod.Corpus, nll: dict, student_delta: float,
                     distillation: dict, rl: dict, frozen: dict, padding: dict, zero_gate: bool, guard,
-                    comparison: dict | None, execution: tuple[str, str], replayed: dict, surrogate: dict) -> dict:
+                    comparison: dict | None, execution: tuple[str, str], replayed: dict, surrogate: dict,
+                    audits: tuple = ()) -> dict:
     """Metrics, per-seed history, teacher-RL audit and execution checks named as in the seed file.
 
     The lineage in ``fixed_teacher_rl_8x64_and_0_4_8_lineage`` is the one *found* by
     replaying the RL (``replayed``), not the configured one.  Our own checks beyond the
-    seed's names go to ``extra_checks``.
+    seed's names go to ``extra_checks``: with them the checks of :mod:`litrepro.waypoint.audit`
+    (``audits``: :func:`audit_run`'s and :func:`audit_comparison`'s results), whose gaps go to
+    ``beyond_seed_metrics``.  ``comparison_arms`` records, per arm, its gate kind, mean gate,
+    the hashes that pair it with the others and its own audit booleans.
     """
     deltas = frozen["frozen_rl_snapshot_parameter_deltas_l2"] + frozen["frozen_teacher_parameter_deltas_l2"]
     audit = rl["audit"]
@@ -345,15 +404,34 @@ def collect_results(cfg: WaypointConfig, *, corpus: corpus_mod.Corpus, nll: dict
     beyond = {"on_policy_logprob_gap": distillation["on_policy_gap"], "network_calls": guard.network_calls,
               "surrogate_gradient_max_abs_difference": surrogate["max_abs_difference"],
               "surrogate_analytic_gradient_norm": surrogate["analytic_gradient_norm"]}
+    arm_audit, references = {}, {}
+    for part in audits:
+        if part:
+            extra_checks.update(part["checks"])
+            beyond.update(part["gaps"])
+            arm_audit.update(part.get("arms", {}))
+            references.update(part.get("reference", {}))
+    arms_record = {}
+    if comparison:
+        for arm, rec in comparison["records"]["arms"].items():
+            gates = comparison[arm]["mean_gate"]
+            arms_record[arm] = {"gate_kind": rec["gate_kind"], "mean_gate": sum(gates) / len(gates) if gates else None,
+                                **{k: rec[k] for k in ("start_sha256", "train_generator_sha256",
+                                                       "gate_generator_sha256", "draws_sha256")},
+                                "checks": arm_audit.get(arm, {})}
     if comparison:
         for arm in (*ARMS, "teacher_final"):
             for key in ("sampled_parity_rate", "expected_parity_rate", "validation_nll"):
                 if key in comparison[arm]:
                     beyond[f"comparison_{arm}_{key}"] = comparison[arm][key]
+    if references:                                  # every reported figure against the audit's own
+        reported = reported_figures_check(metrics, beyond, references)
+        extra_checks.update(reported["checks"])
+        beyond.update(reported["gaps"])
     return {
         "method": "waypoint_opd", "seed": cfg.seed, "metrics": metrics, "checks": checks, "check_notes": CHECK_NOTES,
         "extra_checks": extra_checks, "replayed_waypoint_steps": replayed["replayed_steps"],
-        "beyond_seed_metrics": beyond,
+        "beyond_seed_metrics": beyond, "comparison_arms": arms_record,
         "history": distillation["history"],
         "teacher_snapshot_lineage": rl["lineage"],
         "teacher_rl_reward": "first sampled byte ID is even; not language capability",
@@ -364,3 +442,56 @@ def collect_results(cfg: WaypointConfig, *, corpus: corpus_mod.Corpus, nll: dict
         "execution_device": execution[0], "execution_accelerator": execution[1],
         "dataset_fingerprint": f"sha256:{corpus.sha256}",
     }
+
+
+# --- The whole run, as the notebook runs it -------------------------------------------------
+
+def run(cfg: WaypointConfig, device: torch.device | str | None = None, *, audits: bool = True) -> dict:
+    """Every section in the notebook's order, without the displays: the seed's results.
+
+    For tests, the fault suite and scripts; the notebook calls the same functions cell by
+    cell, seeded by the same seeding block.  ``device``: None resolves ``cfg.device`` as the
+    notebook does.  ``audits=False`` skips the checks of :mod:`litrepro.waypoint.audit`
+    (only ``benchmarks/waypoint_audit_cost.py`` does, to measure what they cost).
+    """
+    from litrepro.guard import OfflineGuard
+    from litrepro.seeding import describe_device, resolve_device, seed_everything
+    from litrepro.waypoint.model import flat_parameters
+
+    generator = seed_everything(cfg.seed)                                       # Section 1
+    device = resolve_device(cfg.device) if device is None else torch.device(device)
+    guard = OfflineGuard().start()
+    try:
+        corpus = load_corpus(cfg)
+        teacher, _ = pretrained_policy(cfg, corpus, generator, device, steps=cfg.teacher_steps,   # Section 2
+                                       stage="teacher_pretrain")
+        rl = teacher_rl(cfg, teacher, corpus, generator, device)                  # Section 3
+        ledger = frozen_ledger(rl)
+        student = initial_student(cfg, rl, corpus, device, cfg.seed)              # Section 4
+        student_init, student_start = copy.deepcopy(student), flat_parameters(student).clone()
+        baseline_validation = nats_per_byte(student, corpus.validation_tokens("baseline_evaluation"), cfg.eval_window)
+        distillation = distil(cfg, student, rl["waypoints"], corpus, generator, device, steps=cfg.student_steps,
+                              gate_kind=cfg.gate, stage="opd")
+        after_opd = ledger.deltas()
+        final_validation = nats_per_byte(student, corpus.validation_tokens("final_evaluation"), cfg.eval_window)
+        test_tokens = corpus.test_tokens("final_evaluation")                      # Section 6
+        final_test = nats_per_byte(student, test_tokens, cfg.eval_window)
+        student_delta = float((flat_parameters(student) - student_start).norm())
+        padding, zero_gate = padding_fixture(cfg.seed), zero_gate_refused()
+        surrogate = surrogate_check(cfg, student_init, rl["waypoints"], corpus, device, cfg.seed)
+        replayed = replay(cfg, rl, corpus, device)
+        nll = {"baseline_validation": baseline_validation, "final_validation": final_validation,
+               "final_test": final_test}
+        run_audit = audit_run(cfg, corpus=corpus, rl=rl, student_init=student_init, student=student,
+                              distillation=distillation, nll=nll, test_tokens=test_tokens) if audits else None
+        comparison = compare_arms(cfg, student_init, rl["waypoints"], corpus, device, cfg.seed) \
+            if cfg.comparison_steps else None                                      # Section 7
+        comparison_audit = audit_comparison(cfg, comparison, student_init, rl["waypoints"], corpus, cfg.seed) \
+            if comparison and audits else None
+    finally:
+        guard.stop()                                                              # Section 8
+    frozen = frozen_report(ledger, after_opd)
+    return collect_results(cfg, corpus=corpus, student_delta=student_delta, distillation=distillation, rl=rl, nll=nll,
+                           frozen=frozen, padding=padding, zero_gate=zero_gate, guard=guard, comparison=comparison,
+                           execution=describe_device(device), replayed=replayed, surrogate=surrogate,
+                           audits=(run_audit, comparison_audit))

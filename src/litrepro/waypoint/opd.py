@@ -251,18 +251,21 @@ def surrogate_gradient_check(student: BytePolicy, waypoints: list[BytePolicy], p
 
 def opd_step(student: BytePolicy, waypoints: list[BytePolicy], prompts: Tensor, optimizer: torch.optim.Optimizer,
              generator: torch.Generator, *, max_new_tokens: int, gate_kind: str, gate_mass: float,
-             gate_generator: torch.Generator | None = None) -> tuple[dict, Rollouts, float]:
+             gate_generator: torch.Generator | None = None, trace: dict | None = None) -> tuple[dict, Rollouts, float]:
     """Sample, score under student and waypoints, update; returns (stats, rollouts, on-policy gap).
 
     The on-policy gap is max |log pi at sampling - log pi at scoring| over valid tokens:
     0 (up to float error) when the scored tokens are the student's own samples.
     ``gate_generator`` draws the ``shuffled`` gate's permutations (kept apart from
-    ``generator`` so every arm sees the same prompts and samples).
+    ``generator`` so every arm sees the same prompts and samples).  ``trace``, when
+    given, gets the gate of every token (``gate``, (B, N)) for :mod:`litrepro.waypoint.audit`.
     """
     rollouts = sample_rollouts(student, prompts, max_new_tokens, generator)
     student_logp = student_logps(student, rollouts)                          # (B, N), with grad
     lp = waypoint_logps(waypoints, rollouts)                                  # (3, B, N)
     gate = compute_gate(gate_kind, lp, rollouts.valid, gate_generator)
+    if trace is not None:
+        trace["gate"] = gate.detach().clone()
     loss, stats = opd_loss(student_logp, lp[-1], gate, rollouts.valid, gate_mass=gate_mass)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()

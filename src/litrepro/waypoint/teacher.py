@@ -28,6 +28,10 @@ def parity_reward(actions: torch.Tensor) -> torch.Tensor:
     return ((actions < EOS) & (actions % 2 == 0)).float()
 
 
+def _state(policy: BytePolicy) -> dict[str, torch.Tensor]:
+    return {name: t.detach().clone() for name, t in policy.state_dict().items()}
+
+
 def freeze(policy: BytePolicy) -> BytePolicy:
     return copy.deepcopy(policy).requires_grad_(False).eval()
 
@@ -61,16 +65,23 @@ def run_teacher_rl(teacher: BytePolicy, sample_prompts, generator: torch.Generat
 
     ``sample_prompts(n, generator)`` draws n prompts.  The generator's state at the
     start and the pre-RL policy are kept, so :func:`replay_lineage` can redo the run,
-    and so are the sampled actions (``actions``, one row per update).
+    and so are the sampled actions (``actions``, one row per update).  ``trace`` keeps,
+    per update, the generator state before its prompts, the prompts, and the policy's
+    tensors before the first and after every update: what
+    :mod:`litrepro.waypoint.audit` recomputes each update from.
     """
     start_state = generator.get_state()
     initial = freeze(teacher)
     optimizer = torch.optim.SGD(teacher.parameters(), lr=lr)
     snapshots = {0: freeze(teacher)} if 0 in waypoint_steps else {}
     history, actions = [], []
+    trace = {"generator_states": [], "prompts": [], "states": [_state(teacher)]}   # read by litrepro.waypoint.audit
     for step in range(1, updates + 1):
-        history.append({"step": step, **reinforce_step(teacher, sample_prompts(rollouts, generator), generator, optimizer,
-                                                       actions)})
+        trace["generator_states"].append(generator.get_state())
+        prompts = sample_prompts(rollouts, generator)                                 # (rollouts, P)
+        trace["prompts"].append(prompts)
+        history.append({"step": step, **reinforce_step(teacher, prompts, generator, optimizer, actions)})
+        trace["states"].append(_state(teacher))
         if step in waypoint_steps:
             snapshots[step] = freeze(teacher)
     waypoints = [snapshots[s] for s in waypoint_steps]
@@ -81,6 +92,7 @@ def run_teacher_rl(teacher: BytePolicy, sample_prompts, generator: torch.Generat
              "gradient_estimator": "REINFORCE on the causal first action; detached centered binary reward"}
     return {"waypoints": waypoints, "initial": initial, "start_state": start_state, "rollouts": rollouts, "lr": lr,
             "actions": torch.stack(actions),                                  # (updates, rollouts) sampled actions
+            "trace": trace,
             "lineage": [{"run_id": RUN_ID, "step": s} for s in waypoint_steps], "audit": audit}
 
 
