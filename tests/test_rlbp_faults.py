@@ -170,12 +170,13 @@ def _cpc_without_smoothing(spend, clicks, target_cpc, eps):
 
 # --- Transitions ---------------------------------------------------------------------------
 
-def _day_log(original, change):
-    def simulate(c, draws, policy, s, generator):
+def _replaced(original, change):
+    """``original`` with some fields of its (dataclass) result replaced by ``change(result)``."""
+    def call(*args, **kwargs):
         import dataclasses
-        log = original(c, draws, policy, s, generator)
-        return dataclasses.replace(log, **change(log))
-    return simulate
+        out = original(*args, **kwargs)
+        return dataclasses.replace(out, **change(out))
+    return call
 
 
 def _features_sign(original):
@@ -275,9 +276,9 @@ STAGE_FAULTS = {
     "CPC without pseudo-click smoothing": ([(simulator, "smoothed_cpc", _cpc_without_smoothing)], "extra",
                                            "auction_replay_matches"),
     # transitions
-    "next_state shifted the wrong way": ([(ex, "simulate_day", _day_log(ex.simulate_day, lambda log: {
+    "next_state shifted the wrong way": ([(ex, "simulate_day", _replaced(ex.simulate_day, lambda log: {
         "next_states": torch.cat([log.states[:1], log.states[:-1]])}))], "extra", "transitions_consistent"),
-    "done set at the first segment": ([(ex, "simulate_day", _day_log(ex.simulate_day, lambda log: {
+    "done set at the first segment": ([(ex, "simulate_day", _replaced(ex.simulate_day, lambda log: {
         "done": log.done.flip(0)}))], "extra", "transitions_consistent"),
     "state feature with the wrong sign": ([(simulator, "_features", _features_sign(simulator._features))], "extra",
                                           "transitions_consistent"),
@@ -307,14 +308,6 @@ FAULTS.update(STAGE_FAULTS)
 
 
 # --- Faults from a blind audit of the stages (each was uncaught before its check existed) ---------
-
-def _campaigns(original, change):
-    def make(n, steps, opportunities, generator, device):
-        import dataclasses
-        c = original(n, steps, opportunities, generator, device)
-        return dataclasses.replace(c, **change(c))
-    return make
-
 
 def _over_target_with_mean_tau(original):
     def collect(world, generator):
@@ -402,9 +395,9 @@ def _ips_probs_wrong_rows(original):
 _collect_for_truth, _truth_logged = _truth_on_logged_days(ex.collect_logged_data, ex.simulate_truth)
 
 AUDIT_FAULTS = {
-    "spend plan shifted one step": ([(ex, "make_campaigns", _campaigns(ex.make_campaigns, lambda c: {
+    "spend plan shifted one step": ([(ex, "make_campaigns", _replaced(ex.make_campaigns, lambda c: {
         "plan": torch.cat([torch.zeros_like(c.plan[:1]), c.plan[:-1]])}))], "extra", "market_matches_its_definition"),
-    "target CPC from exp(logit) instead of sigmoid": ([(ex, "make_campaigns", _campaigns(ex.make_campaigns, lambda c: {
+    "target CPC from exp(logit) instead of sigmoid": ([(ex, "make_campaigns", _replaced(ex.make_campaigns, lambda c: {
         "target_cpc": c.target_margin * c.price_scale / torch.exp(c.ctr_logit)}))], "extra",
         "market_matches_its_definition"),
     "over-target share against the mean target CPC": ([(ex, "collect_logged_data", _over_target_with_mean_tau(
