@@ -49,7 +49,7 @@ effect-study: corpus
 	$(BIN)/python studies/waypoint_effect_study.py --seeds 42-57
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
 
-# pinterest_rlbp: 20 seeds through the runner, then paired CIs and the lambda frontier (a few minutes)
+# pinterest_rlbp: 20 seeds x 4 critic backups, the headroom and 8/16 logged days, paired CIs (about 15 min on 2 cores)
 rlbp-study: install
 	$(BIN)/python studies/rlbp_policy_study.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
