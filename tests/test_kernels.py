@@ -214,3 +214,42 @@ def test_fresh_kernels_and_kernel_reuse_contradict(tmp_path):
     proc = run_cli("run", "--methods", "pinterest_rlbp", "--seeds", "5", "--out", str(tmp_path / "o"),
                    "--fresh-kernels", "--kernel-reuse", "5")
     assert proc.returncode == 2 and "contradict" in proc.stderr and not (tmp_path / "o").exists()
+
+
+def _worker_handles():
+    """(live Python threads, open file descriptors) of this process: what a leaked kernel client holds."""
+    import threading
+
+    return threading.active_count(), len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts file descriptors through /proc")
+@pytest.mark.parametrize("leak", [False, True], ids=["fixed", "fault-clients-left-running"])
+def test_each_notebooks_kernel_client_is_stopped_so_the_worker_does_not_grow(tmp_path, leak):
+    """papermill, given ``km=``, never stops the client it makes per notebook (issue 18).
+
+    The slot stops it after each notebook: over 6 notebooks in one warm kernel the
+    worker keeps its thread and file-descriptor counts, and the kernel sees no
+    subscriber but the current notebook's.  The fault (the slot's clean-up
+    disabled, as before the fix) must make the same measurement fail.
+    """
+    ok = _notebook(tmp_path / "ok.ipynb", "x = 1")
+    slot = KernelSlot(reuse=10, scratch=tmp_path / "s", cwd=NOTEBOOKS, preload=False)
+    if leak:
+        slot._stop_notebook_clients = lambda: None
+    try:
+        _execute(slot, ok, tmp_path / "o.ipynb", tmp_path)
+        before = _worker_handles()
+        for _ in range(5):
+            _execute(slot, ok, tmp_path / "o.ipynb", tmp_path)
+        threads, fds = (now - then for now, then in zip(_worker_handles(), before))
+        assert slot.started == 1
+    finally:
+        clients = list(slot._notebook_clients)
+        slot.kill()
+        for kc in clients:                                    # the fault's clients, stopped so they leak no further
+            kc.stop_channels()
+    if leak:
+        assert threads >= 5 and fds >= 5 * 5                  # the measurement sees the leak: it can fail
+    else:
+        assert threads <= 0 and fds <= 2, (threads, fds)

@@ -105,6 +105,7 @@ class KernelSlot:
         self.used = 0
         self.started = 0           # kernels started, for tests and benchmarks
         self._lock = threading.Lock()
+        self._notebook_clients: list = []   # clients papermill made from our km; stopped after each notebook
 
     # -- lifecycle
     def _ipc_base(self, folder: Path) -> tuple[str, str | None]:
@@ -170,6 +171,7 @@ class KernelSlot:
 
     def kill(self) -> None:
         """Stop the kernel now (SIGKILL to its process group); safe to call twice or from another thread."""
+        self._stop_notebook_clients()
         km, self.km = self.km, None
         kc, self._kc = self._kc, None
         if kc is not None:
@@ -194,6 +196,40 @@ class KernelSlot:
         self._remove_ipc_dir()
 
     close = kill
+
+    # -- the notebook's own client
+    def _track_clients(self, km) -> None:
+        """Record every client made from ``km``, so that :meth:`release` can stop it.
+
+        papermill hands ``km`` to nbclient, which makes a new client for each
+        notebook (``km.client()``: its own ZeroMQ context, five sockets and a
+        heartbeat thread) and, since it does not own ``km``, never stops it
+        (``cleanup_kc`` defaults to ``owns_km``).  Left running, each notebook's
+        client stays subscribed to the kernel's IOPub and keeps its heartbeat
+        thread: a kernel's n-th notebook publishes every message to n
+        subscribers, and the worker gains a thread and about 18 file
+        descriptors per notebook, for good (``benchmarks/kernel_position.py``).
+        """
+        if getattr(km, "_litrepro_tracked", False):
+            return
+        make = km.client
+
+        def client(**kwargs):
+            kc = make(**kwargs)
+            self._notebook_clients.append(kc)
+            return kc
+
+        km.client = client
+        km._litrepro_tracked = True
+
+    def _stop_notebook_clients(self) -> None:
+        """Stop the channels of the clients made for notebooks (their sockets, context and heartbeat thread)."""
+        clients, self._notebook_clients = self._notebook_clients, []
+        for kc in clients:
+            try:
+                kc.stop_channels()
+            except Exception:  # noqa: BLE001 - its kernel is already gone
+                pass
 
     @staticmethod
     def pid_of(km) -> int | None:
@@ -257,11 +293,13 @@ class KernelSlot:
             self.start(start_env)
         if self.warm:
             self._run(f"__import__('litrepro.kernels').kernels.prepare({str(result_path)!r})")
+        self._track_clients(self.km)
         self.used += 1
         return self.km
 
     def release(self, ok: bool) -> None:
-        """After a notebook: a failed or lost job, or a spent fresh kernel, ends the kernel."""
+        """After a notebook: its client is stopped; a failed or lost job, or a spent fresh kernel, ends the kernel."""
+        self._stop_notebook_clients()
         if not ok or self.used >= self.reuse:
             self.kill()
 
