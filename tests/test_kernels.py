@@ -253,3 +253,27 @@ def test_each_notebooks_kernel_client_is_stopped_so_the_worker_does_not_grow(tmp
         assert threads >= 5 and fds >= 5 * 5                  # the measurement sees the leak: it can fail
     else:
         assert threads <= 0 and fds <= 2, (threads, fds)
+
+
+#: Kernel side: the litrepro modules imported since the kernel's snapshot, written to PATH as JSON.
+_NEW_LITREPRO_MODULES = r'''
+import json as _json, sys as _sys, litrepro.kernels as _lk
+_json.dump(sorted(n for n in _sys.modules if n.startswith("litrepro") and n not in _lk._SNAPSHOT["modules"]),
+           open(PATH, "w"))
+del _json, _sys, _lk
+'''
+
+
+def test_the_warm_kernel_preloads_every_litrepro_module_the_notebooks_import(tmp_path, corpus_path):
+    """A module a notebook imports first is dropped and re-imported by every notebook (issue 18); only the
+    modules ``NOT_PRELOADED`` names, for a stated reason, may be."""
+    from litrepro.kernels import NOT_PRELOADED
+
+    slot = KernelSlot(reuse=10, scratch=tmp_path / "s" / "warm", cwd=NOTEBOOKS)
+    found = tmp_path / "modules.json"
+    try:
+        _run_jobs(slot, [("pinterest_rlbp", 42), ("waypoint_opd", 42)], tmp_path / "out", tmp_path / "s")
+        slot._run(_NEW_LITREPRO_MODULES.replace("PATH", repr(str(found))))
+    finally:
+        slot.kill()
+    assert set(json.loads(found.read_text())) <= set(NOT_PRELOADED)

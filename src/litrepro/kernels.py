@@ -307,6 +307,10 @@ class KernelSlot:
 # --------------------------------------------------------------------------------------------- kernel side
 
 _SNAPSHOT: dict[str, Any] | None = None
+#: litrepro modules the method notebooks import that :func:`bootstrap` leaves out: ``litrepro.stats``
+#: imports scipy, which adds two warning filters at import, so preloading it would give a
+#: ``pinterest_rlbp`` notebook (which never imports scipy) filters that a fresh kernel does not have.
+NOT_PRELOADED = ("litrepro.stats",)
 
 
 def _watched_objects() -> list[Any]:
@@ -452,15 +456,23 @@ def bootstrap(preload: bool = True) -> None:
         import pandas  # noqa: F401
         import torch
 
+        # Every litrepro module the method notebooks import but those in NOT_PRELOADED
+        # (tests/test_kernels.py checks the list is complete): one a notebook imports first is dropped
+        # and re-imported by every notebook.
         import litrepro.guard  # noqa: F401
         import litrepro.params  # noqa: F401
         import litrepro.plotting  # noqa: F401
+        import litrepro.recorded  # noqa: F401
         import litrepro.report  # noqa: F401
         import litrepro.seeding  # noqa: F401
         import litrepro.rlbp.experiment  # noqa: F401
         import litrepro.rlbp.fixtures  # noqa: F401
+        import litrepro.rlbp.plots  # noqa: F401
+        import litrepro.waypoint.calibration  # noqa: F401
+        import litrepro.waypoint.effect_study  # noqa: F401
         import litrepro.waypoint.experiment  # noqa: F401
         import litrepro.waypoint.model  # noqa: F401
+        import litrepro.waypoint.plots  # noqa: F401
 
         # The first call imports torch._inductor (about 1 s); pay it now, then put the flag back.
         was = torch.are_deterministic_algorithms_enabled()
