@@ -8,7 +8,9 @@ Two halves live here:
   with its worker, and runs one notebook at a time in it through papermill
   (``km=``, so papermill does not own or shut down the kernel).  A warm slot
   keeps its kernel for up to ``reuse`` notebooks; a fresh slot (``reuse=1``)
-  starts a new kernel for every notebook, which is the old behaviour.
+  starts a new kernel for every notebook, which is the old behaviour.  After
+  each notebook the slot stops the client papermill made for it, which
+  papermill itself never does when it is given ``km`` (issue 18).
 * **Kernel side** (:func:`bootstrap`, :func:`prepare`): run inside the kernel.
   ``bootstrap`` imports the libraries the notebooks use and pays the one-off
   cost of ``torch.use_deterministic_algorithms`` (its first call imports
