@@ -1,30 +1,39 @@
 """Per-notebook cost against position in one warm kernel (issue 18).
 
     python benchmarks/kernel_position.py [--notebooks 20] [--size full|tiny] [--device cpu]
+                                         [--methods M ...] [--vary-seeds] [--keep-clients]
                                          [--diagnose] [--write] [--json FILE]
 
 Runs ``--notebooks`` notebooks, methods alternating (``pinterest_rlbp`` first),
 one after another in ONE warm kernel (``KernelSlot(reuse=notebooks + 1)``), through
 the runner's own job path (:func:`litrepro.worker.execute`).  Every notebook of
 a method has the same seed (42) and parameters, so the work is identical and
-only the position in the kernel changes.  Per notebook it records the wall time
-of the job (kernel preparation, execution, publication) and the kernel's RSS
-after it.  Per method it fits wall time against position
-(:func:`scipy.stats.linregress`) and reports the slope with its 95% interval
-(slope ± t(0.975, n-2) x stderr), and the ratio of the method's last notebook to
-its first one after the kernel's first notebook (which pays the imports).
+only the position in the kernel changes (``--vary-seeds``: 42, 43, ... as a run
+of many seeds has).  Per notebook it records the wall time of the job (kernel
+preparation, execution, publication), the CPU seconds of the kernel (from
+/proc) and of this process, which drives papermill as a worker does, the RSS of
+both, and this process's threads and open file descriptors.  Per method it fits
+each cost against position (:func:`scipy.stats.linregress`) and reports the slope
+with its 95% interval (slope +- t(0.975, n-2) x stderr), and the ratio of the
+method's last notebook to its first one after the kernel's first (which pays the
+imports).  The goal: the interval includes 0, or the ratio is at most 1.10.
+
+``--keep-clients`` is the control: each notebook's kernel client is left
+running, as papermill leaves it and as the slot did before issue 18.
 
 ``--diagnose`` also probes the kernel after every notebook: live objects
-(``len(gc.get_objects())``), the permanent generation (``gc.get_freeze_count()``),
-collections and seconds spent in the collector during the notebook (a
-``gc.callbacks`` hook), the time of one full ``gc.collect()``, the sizes of
-IPython's ``Out``/``_oh`` and input history, open matplotlib figures, live threads,
+(``len(gc.get_objects())``, before and after a full collection), the permanent
+generation (``gc.get_freeze_count()``), collections and seconds spent in the
+collector during the notebook (a ``gc.callbacks`` hook), the sizes of IPython's
+``Out``/``_oh`` and input history, open pyplot figures, live threads,
 ``sys.modules`` and torch's thread counts.  These are the candidates the issue
-names; the probe runs after the notebook, before the next notebook's reset.
+names; the probe runs after the notebook, outside its timing, before the next
+notebook's reset.
 
 ``--write`` merges the result into ``rendered/benchmarks.json`` under
 ``kernel_position`` (other keys are kept).  ``--size tiny`` uses the tests' tiny
-configurations (seconds per notebook), for a smoke run.
+configurations (seconds per notebook), for a smoke run.  Wall times move with the
+machine's load; the result records the load average before and after.
 """
 
 from __future__ import annotations
