@@ -229,9 +229,9 @@ def test_each_notebooks_kernel_client_is_stopped_so_the_worker_does_not_grow(tmp
     """papermill, given ``km=``, never stops the client it makes per notebook (issue 18).
 
     The slot stops it after each notebook: over 6 notebooks in one warm kernel the
-    worker keeps its thread and file-descriptor counts, and the kernel sees no
-    subscriber but the current notebook's.  The fault (the slot's clean-up
-    disabled, as before the fix) must make the same measurement fail.
+    worker keeps its thread and file-descriptor counts (a left-over client holds a
+    heartbeat thread and about 18 descriptors).  The fault (the slot's clean-up
+    disabled, as before the fix) must make the same measurement show the growth.
     """
     ok = _notebook(tmp_path / "ok.ipynb", "x = 1")
     slot = KernelSlot(reuse=10, scratch=tmp_path / "s", cwd=NOTEBOOKS, preload=False)
@@ -277,3 +277,16 @@ def test_the_warm_kernel_preloads_every_litrepro_module_the_notebooks_import(tmp
     finally:
         slot.kill()
     assert set(json.loads(found.read_text())) <= set(NOT_PRELOADED)
+
+
+@pytest.mark.parametrize("reuse", [1, 5], ids=["fresh", "warm"])
+def test_kernels_keep_their_history_in_memory_not_in_the_users_ipython_folder(tmp_path, reuse):
+    """Every cell of every notebook would otherwise be appended to ~/.ipython's history database (issue 18)."""
+    found = tmp_path / "hist.txt"
+    slot = KernelSlot(reuse=reuse, scratch=tmp_path / "s", cwd=NOTEBOOKS, preload=False)
+    try:
+        slot.acquire(tmp_path / "r.json")
+        slot._run(f"open({str(found)!r}, 'w').write(str(get_ipython().history_manager.hist_file))")
+    finally:
+        slot.kill()
+    assert found.read_text() == ":memory:"

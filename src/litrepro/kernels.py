@@ -153,8 +153,11 @@ class KernelSlot:
         launch_env = dict(env if env is not None else os.environ)
         launch_env.setdefault("MPLBACKEND", "Agg")
         try:
+            # History in memory, as papermill gives the kernels it starts: otherwise every cell of every
+            # notebook is appended to the user's ~/.ipython history database, which grows for good.
             km.start_kernel(env=launch_env, cwd=str(self.cwd) if self.cwd else None,
-                            preexec_fn=preexec_for_parent(os.getpid()))
+                            preexec_fn=preexec_for_parent(os.getpid()),
+                            extra_arguments=["--HistoryManager.hist_file=:memory:"])
         except Exception as err:
             self._remove_ipc_dir()
             raise KernelError(f"kernel did not start: {type(err).__name__}: {err}") from None
