@@ -7,10 +7,13 @@
     times (papermill's per-cell durations, so kernel start, imports and
     papermill's bookkeeping are excluded) summed, divided by W.
 
-W is 2 by default.  (a) and (c) skip the cross-seed summary notebook so all
+W is 2 by default.  Each repeat runs (a), (b), (c) and (d) in turn, so a change in
+the machine's load reaches all four; the figures are medians over ``--repeats``
+(default 3), and the result names the machine (CPU model, cores, load average).
+(a) and (c) skip the cross-seed summary notebook so all
 four do the same work.  Goals (issue 10): (b)/(a) >= 4, (a)/(d) <= 1.5, (c)/(a) >= 2.
 
-    python benchmarks/reproduction.py [--repeats 1] [--seeds 10] [--workers 2]
+    python benchmarks/reproduction.py [--repeats 3] [--seeds 10] [--workers 2]
 """
 
 from __future__ import annotations
@@ -93,9 +96,11 @@ def main(repeats: int, seeds: int = 10, workers: int = 2) -> dict:
                 fn()
                 times[key].append(time.perf_counter() - start)
             times["d_floor_cells_in_warm_kernel"].append(way_d(tmp, workers))
+    from kernel_position import machine_info
+
     med = {k: statistics.median(v) for k, v in times.items()}
     a, b, c, d = (med[k] for k in times)
-    return {"workers": workers, "repeats": repeats, "seeds": list(SEEDS), "notebooks": len(jobs()),
+    return {"machine": machine_info(), "workers": workers, "repeats": repeats, "seeds": list(SEEDS), "notebooks": len(jobs()),
             "median_s": med, "all_s": times,
             "ratio_b_over_a": b / a, "ratio_a_over_d": a / d, "ratio_c_over_a": c / a,
             "goals": {"ratio_b_over_a": ">= 4", "ratio_a_over_d": "<= 1.5", "ratio_c_over_a": ">= 2"}}
@@ -103,7 +108,7 @@ def main(repeats: int, seeds: int = 10, workers: int = 2) -> dict:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()

@@ -2,7 +2,11 @@
 
     python benchmarks/run.py [--repeats 3] [--device cpu] [--quick]
 
-Prints the medians and the ratios the project tracks for the reproduction
+Every figure is a median over ``--repeats`` runs (default 3), and the file names
+the machine (CPU model, cores, load average before and after), since the ratios
+move with both.  Prints per-notebook cost against position in one warm kernel
+(20 notebooks, methods alternating: slope and 95% interval, issue 18); then the
+medians and the ratios the project tracks for the reproduction
 (both methods x 10 seeds, 2 workers): (b)/(a), warm-kernel runs over
 sequential papermill calls (goal >= 4); (a)/(d), warm runs over the floor of
 the notebooks' own cell times (goal <= 1.5); (c)/(a), fresh-kernel runs over
@@ -16,13 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import kernel_position  # noqa: E402
 import reproduction  # noqa: E402
 import scaling  # noqa: E402
 
@@ -45,16 +49,21 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="parallel workers of (a), (c) and (d)")
     args = parser.parse_args()
     repeats = 1 if args.quick else args.repeats
-    result = {"machine": {"cores": os.cpu_count(), "python": platform.python_version(),
-                          "processor": platform.machine()},
-              "command": "python benchmarks/run.py " + " ".join(sys.argv[1:]),
+    load_at_start = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    position = kernel_position.measure(8 if args.quick else 20, "tiny" if args.quick else "full", args.device)
+    print("\n== per-notebook cost against position in one warm kernel ==")
+    print("\n".join(kernel_position.report_lines(position)), flush=True)
+    result = {"command": "python benchmarks/run.py " + " ".join(sys.argv[1:]),
+              "kernel_position": position,
               "reproduction": reproduction.main(repeats, 2 if args.quick else args.seeds, args.workers),
               "notebook_split": notebook_split(repeats, args.device),
               "scaling": scaling.measure(args.device, repeats, args.quick)}
+    result["machine"] = {**kernel_position.machine_info(), "load_average_at_start": load_at_start}
     atomic.write_json(RENDERED / "benchmarks.json", result)
 
-    rep = result["reproduction"]
-    print(f"\n== reproduction: 2 methods x {len(rep['seeds'])} seeds, {rep['workers']} workers (median seconds) ==")
+    rep, machine = result["reproduction"], result["machine"]
+    print(f"\n== reproduction: 2 methods x {len(rep['seeds'])} seeds, {rep['workers']} workers, median of "
+          f"{rep['repeats']} (seconds), on {machine['cpu_model']}, {machine['cores']} cores ==")
     for key, value in rep["median_s"].items():
         print(f"  {key:30} {value:8.1f}")
     print(f"  (b)/(a) = {rep['ratio_b_over_a']:.2f}   (goal >= 4)")

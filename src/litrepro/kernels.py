@@ -8,7 +8,9 @@ Two halves live here:
   with its worker, and runs one notebook at a time in it through papermill
   (``km=``, so papermill does not own or shut down the kernel).  A warm slot
   keeps its kernel for up to ``reuse`` notebooks; a fresh slot (``reuse=1``)
-  starts a new kernel for every notebook, which is the old behaviour.
+  starts a new kernel for every notebook, which is the old behaviour.  After
+  each notebook the slot stops the client papermill made for it, which
+  papermill itself never does when it is given ``km`` (issue 18).
 * **Kernel side** (:func:`bootstrap`, :func:`prepare`): run inside the kernel.
   ``bootstrap`` imports the libraries the notebooks use and pays the one-off
   cost of ``torch.use_deterministic_algorithms`` (its first call imports
@@ -206,6 +208,7 @@ class KernelSlot:
         self.used = 0
         self.started = 0           # kernels started, for tests and benchmarks
         self._lock = threading.Lock()
+        self._notebook_clients: list = []   # clients papermill made from our km; stopped after each notebook
 
     # -- lifecycle
     def start(self, env: dict[str, str] | None = None) -> None:
@@ -234,8 +237,11 @@ class KernelSlot:
         km.kernel_spec.argv = [sys.executable, "-c", "from litrepro.kernels import launch; launch()",
                                "-f", "{connection_file}", "--HistoryManager.hist_file=:memory:"]
         try:
+            # History in memory, as papermill gives the kernels it starts: otherwise every cell of every
+            # notebook is appended to the user's ~/.ipython history database, which grows for good.
             km.start_kernel(env=launch_env, cwd=str(self.cwd) if self.cwd else None,
-                            preexec_fn=preexec_for_parent(os.getpid()))
+                            preexec_fn=preexec_for_parent(os.getpid()),
+                            extra_arguments=["--HistoryManager.hist_file=:memory:"])
         except Exception as err:
             self._remove_ipc_dir()
             raise KernelError(f"kernel did not start: {type(err).__name__}: {err}") from None
@@ -256,6 +262,7 @@ class KernelSlot:
 
     def kill(self) -> None:
         """Stop the kernel now (SIGKILL to its process group); safe to call twice or from another thread."""
+        self._stop_notebook_clients()
         km, self.km = self.km, None
         kc, self._kc = self._kc, None
         if kc is not None:
@@ -280,6 +287,40 @@ class KernelSlot:
         self._remove_ipc_dir()
 
     close = kill
+
+    # -- the notebook's own client
+    def _track_clients(self, km) -> None:
+        """Record every client made from ``km``, so that :meth:`release` can stop it.
+
+        papermill hands ``km`` to nbclient, which makes a new client for each
+        notebook (``km.client()``: its own ZeroMQ context, five sockets and a
+        heartbeat thread) and, since it does not own ``km``, never stops it
+        (``cleanup_kc`` defaults to ``owns_km``).  Left running, each notebook's
+        client stays subscribed to the kernel's IOPub and keeps its heartbeat
+        thread: a kernel's n-th notebook publishes every message to n
+        subscribers, and the worker gains a thread and about 18 file
+        descriptors per notebook, for good (``benchmarks/kernel_position.py``).
+        """
+        if getattr(km, "_litrepro_tracked", False):
+            return
+        make = km.client
+
+        def client(**kwargs):
+            kc = make(**kwargs)
+            self._notebook_clients.append(kc)
+            return kc
+
+        km.client = client
+        km._litrepro_tracked = True
+
+    def _stop_notebook_clients(self) -> None:
+        """Stop the channels of the clients made for notebooks (their sockets, context and heartbeat thread)."""
+        clients, self._notebook_clients = self._notebook_clients, []
+        for kc in clients:
+            try:
+                kc.stop_channels()
+            except Exception:  # noqa: BLE001 - its kernel is already gone
+                pass
 
     @staticmethod
     def pid_of(km) -> int | None:
@@ -344,11 +385,13 @@ class KernelSlot:
             self.start(start_env)
         if self.warm:
             self._run(f"__import__('litrepro.kernels').kernels.prepare({str(result_path)!r})")
+        self._track_clients(self.km)
         self.used += 1
         return self.km
 
     def release(self, ok: bool) -> None:
-        """After a notebook: a failed or lost job, or a spent fresh kernel, ends the kernel."""
+        """After a notebook: its client is stopped; a failed or lost job, or a spent fresh kernel, ends the kernel."""
+        self._stop_notebook_clients()
         if not ok or self.used >= self.reuse:
             self.kill()
 
@@ -356,6 +399,10 @@ class KernelSlot:
 # --------------------------------------------------------------------------------------------- kernel side
 
 _SNAPSHOT: dict[str, Any] | None = None
+#: litrepro modules the method notebooks import that :func:`bootstrap` leaves out: ``litrepro.stats``
+#: imports scipy, which adds two warning filters at import, so preloading it would give a
+#: ``pinterest_rlbp`` notebook (which never imports scipy) filters that a fresh kernel does not have.
+NOT_PRELOADED = ("litrepro.stats",)
 
 
 def _watched_objects() -> list[Any]:
@@ -501,15 +548,23 @@ def bootstrap(preload: bool = True) -> None:
         import pandas  # noqa: F401
         import torch
 
+        # Every litrepro module the method notebooks import but those in NOT_PRELOADED
+        # (tests/test_kernels.py checks the list is complete): one a notebook imports first is dropped
+        # and re-imported by every notebook.
         import litrepro.guard  # noqa: F401
         import litrepro.params  # noqa: F401
         import litrepro.plotting  # noqa: F401
+        import litrepro.recorded  # noqa: F401
         import litrepro.report  # noqa: F401
         import litrepro.seeding  # noqa: F401
         import litrepro.rlbp.experiment  # noqa: F401
         import litrepro.rlbp.fixtures  # noqa: F401
+        import litrepro.rlbp.plots  # noqa: F401
+        import litrepro.waypoint.calibration  # noqa: F401
+        import litrepro.waypoint.effect_study  # noqa: F401
         import litrepro.waypoint.experiment  # noqa: F401
         import litrepro.waypoint.model  # noqa: F401
+        import litrepro.waypoint.plots  # noqa: F401
 
         # The first call imports torch._inductor (about 1 s); pay it now, then put the flag back.
         was = torch.are_deterministic_algorithms_enabled()
