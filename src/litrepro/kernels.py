@@ -237,11 +237,8 @@ class KernelSlot:
         km.kernel_spec.argv = [sys.executable, "-c", "from litrepro.kernels import launch; launch()",
                                "-f", "{connection_file}", "--HistoryManager.hist_file=:memory:"]
         try:
-            # History in memory, as papermill gives the kernels it starts: otherwise every cell of every
-            # notebook is appended to the user's ~/.ipython history database, which grows for good.
             km.start_kernel(env=launch_env, cwd=str(self.cwd) if self.cwd else None,
-                            preexec_fn=preexec_for_parent(os.getpid()),
-                            extra_arguments=["--HistoryManager.hist_file=:memory:"])
+                            preexec_fn=preexec_for_parent(os.getpid()))
         except Exception as err:
             self._remove_ipc_dir()
             raise KernelError(f"kernel did not start: {type(err).__name__}: {err}") from None

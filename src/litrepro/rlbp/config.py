@@ -47,7 +47,7 @@ class RLBPConfig:
     target_update_every: int = knob(50, "Steps between target-network copies.", lo=1)
     critic_backup: str = knob("max_min", "TD backup: max_min (the seed's), fused_greedy, policy or none (gamma 0).",
                               choices=("max_min", "fused_greedy", "policy", "none"))
-    policy_rounds: int = knob(3, "critic_backup=policy: critic and actor fits alternate this many times.", lo=1)
+    policy_rounds: int = knob(3, "Rounds of alternating critic and actor fits under the policy backup.", lo=1)
     # Actor (Section 6)
     top_k: int = knob(3, "Support size of the policy.", lo=1, hi=9)
     actor_steps: int = knob(400, "Actor updates on the fused critic scores.", lo=1)
