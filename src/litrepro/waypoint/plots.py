@@ -151,32 +151,46 @@ def rollout_axes(ax, tokens: Mapping[str, Any], rows: int = 6) -> None:
 
 
 def arm_curve_axes(ax_nll, ax_parity, comparison: Mapping[str, Any], *, highlight: str | None = None,
-                   until: int | None = None) -> None:
-    """Validation NLL and exact P(even first byte) against OPD updates, one line per arm."""
-    for arm in ARMS:
+                   until: int | None = None, relative: bool = False) -> None:
+    """Validation NLL and exact P(even first byte) against OPD updates, one line per arm.
+
+    ``relative``: each of the gated arms minus final-only OPD at the same update (the
+    gate's own effect, 1e-6 to 1e-3, which the absolute curves cannot show beside the
+    matched-compute control's 1e-1).
+    """
+    base = {p["step"]: p for p in comparison["final_only"]["curve"]}
+    arms = ("waypoint", "shuffled") if relative else ARMS
+    for arm in arms:
         curve = comparison[arm]["curve"]
         steps = [p["step"] for p in curve]
         bold = arm == highlight
         for ax, key in ((ax_nll, "validation_nll"), (ax_parity, "expected_parity_rate")):
-            ax.plot(steps, [p[key] for p in curve], "-", color=ARM_COLOURS[arm], lw=2.4 if bold else 1.1,
-                    alpha=1.0 if bold or highlight is None else 0.7, label=arm)
-    if "teacher_final" in comparison:
+            ys = [p[key] - (base[p["step"]][key] if relative else 0.0) for p in curve]
+            ax.plot(steps, ys, "-o" if relative else "-", ms=3, color=ARM_COLOURS[arm], lw=2.4 if bold else 1.1,
+                    alpha=1.0 if bold or highlight is None else 0.7, label=arm + (" − final_only" if relative else ""))
+    if relative:
+        for ax in (ax_nll, ax_parity):
+            ax.axhline(0, color=ARM_COLOURS["final_only"], lw=1, label="final_only")
+            ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
+    elif "teacher_final" in comparison:
         ax_parity.axhline(comparison["teacher_final"]["expected_parity_rate"], color="k", ls=":", lw=1,
                           label="final teacher")
     for ax in (ax_nll, ax_parity):
         if until is not None:
             ax.axvline(until, color="k", lw=0.8, ls="--")
         ax.set_xlabel("OPD update")
-    ax_nll.set(ylabel="validation NLL (nats/byte)", title="arms: validation NLL")
-    ax_parity.set(ylabel="P(even first byte)", title="arms: parity")
+    what = " − final-only" if relative else ""
+    ax_nll.set(ylabel="validation NLL" + what, title="arms: validation NLL" + what)
+    ax_parity.set(ylabel="P(even first byte)" + what, title="arms: parity" + what)
     ax_parity.legend(fontsize=7, loc="best")
 
 
 def arm_curves_figure(comparison: Mapping[str, Any], title: str = "") -> Figure:
-    """The arms' NLL and parity curves side by side (needs ``compare_arms(..., eval_every=k)``)."""
-    fig = Figure(figsize=(10, 3.8), layout="constrained")
-    ax_nll, ax_parity = fig.subplots(1, 2)
+    """The arms' NLL and parity curves (needs ``compare_arms(..., eval_every=k)``): absolute, then minus final-only."""
+    fig = Figure(figsize=(10, 6.8), layout="constrained")
+    (ax_nll, ax_parity), (ax_dnll, ax_dparity) = fig.subplots(2, 2)
     arm_curve_axes(ax_nll, ax_parity, comparison)
+    arm_curve_axes(ax_dnll, ax_dparity, comparison, relative=True)
     if title:
         fig.suptitle(title, fontsize=10)
     return fig

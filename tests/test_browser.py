@@ -1,0 +1,60 @@
+"""The explorers under Voila and the method notebooks in JupyterLab, driven in headless Chromium.
+
+Playwright runs Debian's Chromium (``/usr/bin/chromium``); without it these tests skip
+with one line saying how to install it.  The redraw times they record (``-s`` prints
+them; pytest's ``record_property`` keeps them) come from a loaded CI machine;
+``benchmarks/explore.py`` gives the medians.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import browser
+
+pytestmark = pytest.mark.skipif(browser.chromium_missing(), reason=browser.INSTALL_HINT)
+
+
+@pytest.fixture(scope="module")
+def voila(tmp_path_factory):
+    with browser.server("voila", tmp_path_factory.mktemp("voila") / "voila.log") as url:
+        yield url
+
+
+@pytest.mark.parametrize("notebook", list(browser.EXPLORERS))
+def test_explorer_redraws_in_the_browser(voila, notebook, record_property):
+    label, option = browser.EXPLORERS[notebook]
+    with browser.browser() as b:
+        page = b.new_page()
+        first = browser.open_explorer(page, voila, notebook)
+        src, numbers = page.get_attribute(browser.PICTURE_IMG, "src"), page.inner_text(browser.NUMBERS)
+        assert src.startswith("data:image/png") and numbers.startswith("seed 42")
+        redraw = browser.choose(page, label, option)
+        assert page.get_attribute(browser.PICTURE_IMG, "src") != src              # the figure changed
+        assert page.locator(browser.PICTURE_IMG).count() == 1                       # in place: one picture
+        page.wait_for_function("([sel, old]) => document.querySelector(sel).innerText !== old",
+                               arg=[browser.NUMBERS, numbers], timeout=30_000)
+        assert not browser.errors(page)
+        record_property("first_view_s", round(first, 2))
+        record_property("redraw_s", round(redraw, 3))
+        print(f"\n{notebook}: first view {first:.1f} s, redraw after '{label}' -> '{option}' {redraw:.2f} s")
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    with browser.server("lab", tmp_path_factory.mktemp("lab") / "lab.log") as url:
+        yield url
+
+
+@pytest.mark.skipif(not os.environ.get("LITREPRO_CORPUS"), reason="waypoint_opd needs LITREPRO_CORPUS")
+@pytest.mark.parametrize("notebook", ["pinterest_rlbp.ipynb", "waypoint_opd.ipynb"])
+def test_method_notebook_runs_all_in_jupyterlab(lab, notebook, tmp_path):
+    """Open the notebook in JupyterLab, Run All Cells, wait for the kernel, and find no error output."""
+    with browser.browser() as b:
+        page = b.new_page()
+        browser.run_all_in_lab(page, lab, notebook)
+        assert not browser.errors(page)
+        counts = browser.execution_counts(page)
+        assert counts and all(c.strip() not in ("[ ]:", "[*]:") for c in counts), counts
