@@ -49,26 +49,41 @@ def _wait_http(url: str, timeout: float, proc: subprocess.Popen) -> None:
     raise TimeoutError(f"no answer from {url} within {timeout:.0f} s")
 
 
+LAB_SETTINGS = {  # every cell in the DOM (no windowing), and nothing saved back
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": '{"windowingMode": "none"}',
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": '{"autosave": false}',
+}
+
+
 @contextmanager
 def server(kind: str, log: Path):
-    """``voila`` or ``lab`` on ``notebooks/``, localhost only; yields its base URL."""
+    """``voila`` or ``lab`` on a copy of ``notebooks/``, localhost only; yields (base URL, the copy).
+
+    The copy keeps the repository's notebooks untouched whatever the browser does.
+    """
     port = free_port()
+    root = log.parent / "notebooks"
+    shutil.copytree(ROOT / "notebooks", root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    settings = log.parent / "lab-settings"
+    for name, text in LAB_SETTINGS.items():
+        (settings / name).parent.mkdir(parents=True, exist_ok=True)
+        (settings / name).write_text(text)
     if kind == "voila":
-        cmd = [str(BIN / "voila"), "notebooks/", "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
+        cmd = [str(BIN / "voila"), str(root), "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
                "--show_tracebacks=True"]
         probe = f"http://127.0.0.1:{port}/"
     else:
         cmd = [str(BIN / "jupyter"), "lab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
-               "--IdentityProvider.token=", "--ServerApp.password=", "--ServerApp.root_dir=notebooks",
-               "--ServerApp.disable_check_xsrf=True", "--LabApp.news_url=", "--LabServerApp.workspaces_dir="
+               "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}", f"--LabApp.user_settings_dir={settings}",
+               "--ServerApp.disable_check_xsrf=True", "--allow-root", "--LabApp.news_url=", "--LabServerApp.workspaces_dir="
                + str(log.parent / "workspaces")]
         probe = f"http://127.0.0.1:{port}/api/status"
     env = {**os.environ, "MPLBACKEND": "Agg", "JUPYTER_CONFIG_DIR": str(log.parent / "jupyter-config")}
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         _wait_http(probe, 60, proc)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", root
     finally:
         proc.terminate()
         try:
@@ -92,9 +107,9 @@ def browser():
 
 PICTURE_IMG = ".litrepro-picture img"
 NUMBERS = ".litrepro-numbers"
-ERROR_JS = """() => Array.from(document.querySelectorAll(
+ERROR_JS = """(() => Array.from(document.querySelectorAll(
     '[data-mime-type="application/vnd.jupyter.stderr"], .jp-OutputArea-output.jp-mod-error'))
-    .map(e => e.innerText).filter(t => t.trim().length > 0)"""
+    .map(e => e.innerText).filter(t => t.trim().length > 0))"""
 
 
 def open_explorer(page, base: str, notebook: str, timeout_s: float = 180) -> float:
@@ -117,6 +132,16 @@ def choose(page, label: str, option: str, timeout_s: float = 60) -> float:
     return time.perf_counter() - start
 
 
+def write_notebook(path: Path, *sources: str) -> None:
+    """A notebook of code cells, for the tests that plant an error."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
 def errors(page) -> list[str]:
     return page.evaluate(ERROR_JS)
 
@@ -125,15 +150,14 @@ def run_all_in_lab(page, base: str, notebook: str, timeout_s: float = 600) -> No
     """Open ``notebook`` in JupyterLab, Run > Run All Cells, and wait until no cell is queued or running."""
     page.goto(f"{base}/lab/tree/{notebook}", timeout=120_000)
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
-    page.wait_for_function("""() => { const s = document.querySelector('.jp-Notebook-ExecutionIndicator');
-                                      return s && s.getAttribute('data-status') === 'idle'; }""", timeout=120_000)
-    page.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
-    page.locator(".lm-Menu-itemLabel", has_text="Run All Cells").first.click()
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)          # the kernel is ready
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
     page.wait_for_function("""() => Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'))
                                    .some(p => p.innerText.includes('*'))""", timeout=60_000)
     page.wait_for_function("""() => { const prompts = Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'));
-                                      return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.innerText)); }""",
-                           timeout=timeout_s * 1000, polling=500)
+                                      return prompts.length > 0 && !prompts.some(p => p.innerText.includes('*')); }""",
+                           timeout=timeout_s * 1000, polling=500)              # nothing queued or running: done or stopped
 
 
 def execution_counts(page) -> list[str]:

@@ -1,9 +1,9 @@
 """The explorers under Voila and the method notebooks in JupyterLab, driven in headless Chromium.
 
 Playwright runs Debian's Chromium (``/usr/bin/chromium``); without it these tests skip
-with one line saying how to install it.  The redraw times they record (``-s`` prints
-them; pytest's ``record_property`` keeps them) come from a loaded CI machine;
-``benchmarks/explore.py`` gives the medians.
+with one line saying how to install it.  The servers serve a copy of ``notebooks/``.
+The redraw times they record (``-s`` prints them; pytest's ``record_property`` keeps
+them) come from a loaded CI machine; ``benchmarks/explore.py`` gives the medians.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ pytestmark = pytest.mark.skipif(browser.chromium_missing(), reason=browser.INSTA
 
 @pytest.fixture(scope="module")
 def voila(tmp_path_factory):
-    with browser.server("voila", tmp_path_factory.mktemp("voila") / "voila.log") as url:
-        yield url
+    with browser.server("voila", tmp_path_factory.mktemp("voila") / "voila.log") as served:
+        yield served
 
 
 @pytest.mark.parametrize("notebook", list(browser.EXPLORERS))
@@ -28,7 +28,7 @@ def test_explorer_redraws_in_the_browser(voila, notebook, record_property):
     label, option = browser.EXPLORERS[notebook]
     with browser.browser() as b:
         page = b.new_page()
-        first = browser.open_explorer(page, voila, notebook)
+        first = browser.open_explorer(page, voila[0], notebook)
         src, numbers = page.get_attribute(browser.PICTURE_IMG, "src"), page.inner_text(browser.NUMBERS)
         assert src.startswith("data:image/png") and numbers.startswith("seed 42")
         redraw = browser.choose(page, label, option)
@@ -42,19 +42,47 @@ def test_explorer_redraws_in_the_browser(voila, notebook, record_property):
         print(f"\n{notebook}: first view {first:.1f} s, redraw after '{label}' -> '{option}' {redraw:.2f} s")
 
 
+def test_an_error_in_a_redraw_is_seen(voila):
+    """The error check itself: an explorer whose redraw raises shows the traceback, and ``errors`` finds it."""
+    browser.write_notebook(voila[1] / "explore_fault.ipynb",
+                           "from litrepro.explore.rlbp import Explorer, KINDS\n"
+                           "class Faulty(Explorer):\n"
+                           "    def compute(self, **values):\n"
+                           "        if values['kind'] != KINDS[0]:\n"
+                           "            raise ZeroDivisionError('planted fault')\n"
+                           "        return super().compute(**values)\n"
+                           "Faulty()")
+    with browser.browser() as b:
+        page = b.new_page()
+        browser.open_explorer(page, voila[0], "explore_fault.ipynb")
+        assert not browser.errors(page)
+        page.locator(".widget-dropdown", has_text="campaign kind").locator("select").select_option(label="unconstrained")
+        page.wait_for_function(browser.ERROR_JS + "().length > 0", timeout=60_000)
+        assert any("planted fault" in e for e in browser.errors(page))
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    with browser.server("lab", tmp_path_factory.mktemp("lab") / "lab.log") as url:
-        yield url
+    with browser.server("lab", tmp_path_factory.mktemp("lab") / "lab.log") as served:
+        yield served
 
 
 @pytest.mark.skipif(not os.environ.get("LITREPRO_CORPUS"), reason="waypoint_opd needs LITREPRO_CORPUS")
 @pytest.mark.parametrize("notebook", ["pinterest_rlbp.ipynb", "waypoint_opd.ipynb"])
-def test_method_notebook_runs_all_in_jupyterlab(lab, notebook, tmp_path):
-    """Open the notebook in JupyterLab, Run All Cells, wait for the kernel, and find no error output."""
+def test_method_notebook_runs_all_in_jupyterlab(lab, notebook):
+    """Open the notebook in JupyterLab, Run All Cells, wait for every cell, and find no error output."""
     with browser.browser() as b:
         page = b.new_page()
-        browser.run_all_in_lab(page, lab, notebook)
-        assert not browser.errors(page)
+        browser.run_all_in_lab(page, lab[0], notebook)
         counts = browser.execution_counts(page)
         assert counts and all(c.strip() not in ("[ ]:", "[*]:") for c in counts), counts
+        assert not browser.errors(page)
+
+
+def test_an_error_in_jupyterlab_is_seen(lab):
+    """The error check itself: a notebook that raises leaves an error output that ``errors`` finds."""
+    browser.write_notebook(lab[1] / "fault.ipynb", "raise ValueError('planted fault')")
+    with browser.browser() as b:
+        page = b.new_page()
+        browser.run_all_in_lab(page, lab[0], "fault.ipynb")
+        assert any("planted fault" in e for e in browser.errors(page))
