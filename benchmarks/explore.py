@@ -60,6 +60,14 @@ def cheap_moves(method: str, repeats: int) -> list[tuple[str, object]]:
 
 
 def in_kernel(repeats: int, seeds: int) -> dict:
+    import contextlib
+    import io
+
+    with contextlib.redirect_stdout(io.StringIO()):          # outside a kernel, display() prints a repr
+        return _in_kernel(repeats, seeds)
+
+
+def _in_kernel(repeats: int, seeds: int) -> dict:
     from litrepro.explore import rlbp_explorer, waypoint_explorer
 
     out = {}

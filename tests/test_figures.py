@@ -1,6 +1,6 @@
 """Every figure the project writes or shows renders inside its canvas.
 
-``litrepro.plotting.outside_canvas`` draws a figure and lists any text outside the
+``litrepro.figcheck.outside_canvas`` draws a figure and lists any text outside the
 canvas and any marker outside the canvas or clipped away by its axes.  The figures are
 built from the committed ``rendered/`` data and from the explorers' cached stages, the
 way the runner, the studies, the notebooks and the explorers build them.
@@ -15,7 +15,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 
-from litrepro import plotting, recorded
+from litrepro import figcheck, plotting, recorded
 from litrepro.paths import RENDERED
 from litrepro.rlbp import plots as rplots
 from litrepro.waypoint import plots as wplots
@@ -26,7 +26,7 @@ def _seed_results(method: str) -> list[dict]:
 
 
 def _check(figures: dict[str, Figure]) -> None:
-    bad = {name: problems for name, fig in figures.items() if (problems := plotting.outside_canvas(fig))}
+    bad = {name: problems for name, fig in figures.items() if (problems := figcheck.outside_canvas(fig))}
     assert not bad, bad
 
 
@@ -34,17 +34,17 @@ def test_outside_canvas_sees_a_cut_title_a_label_off_the_edge_and_a_clipped_mark
     fig = Figure(figsize=(3, 2), layout="constrained")
     ax = fig.subplots()
     ax.plot([0, 1], [0, 1], "o")
-    assert plotting.outside_canvas(fig) == []
+    assert figcheck.outside_canvas(fig) == []
     ax.set_title("a title far too long for a figure three inches wide, so its end is cut off")
-    assert any("title far too long" in p for p in plotting.outside_canvas(fig))
+    assert any("title far too long" in p for p in figcheck.outside_canvas(fig))
     fig = Figure(figsize=(6, 2), layout="constrained")
     ax, _ = fig.subplots(1, 2)
     ax.plot([0, 1, 2], [0, 1, 2], "o")
     ax.set_xlim(0, 1.8)                     # the point at x = 2 is clipped away by its axes, inside the canvas
-    assert any("marker" in p and "its axes" in p for p in plotting.outside_canvas(fig))
+    assert any("marker" in p and "its axes" in p for p in figcheck.outside_canvas(fig))
     fig = Figure(figsize=(3, 2))
     fig.text(0.98, 0.5, "off the right edge")
-    assert any("off the right edge" in p for p in plotting.outside_canvas(fig))
+    assert any("off the right edge" in p for p in figcheck.outside_canvas(fig))
 
 
 def test_runner_and_study_figures_fit():

@@ -146,7 +146,7 @@ def figure(key: BaseKey, lam: float, top_k: int, kind: str):
     """The explorer's picture and its line of numbers."""
     from matplotlib.figure import Figure
 
-    from litrepro.rlbp import plots
+    from litrepro.explore import rlbp_plots as plots
 
     day = campaign_day(key, lam, top_k, kind)
     value_arg, fused_arg = argmaxes(key, lam)
