@@ -11,8 +11,9 @@ Stages and their caches (``functools.lru_cache`` on frozen keys):
   point after s updates is exactly the arm trained for s updates (plain SGD, the
   evaluations draw from their own generators; see ``compare_arms``), so moving it
   trains nothing.
-- :func:`tokens` (key, gate kind): 64 student rollouts with each byte's gate and
-  RL-sampling class (:func:`litrepro.waypoint.views.gate_tokens`).
+- :func:`tokens` (key, gate kind): 64 rollouts of the student before distillation
+  (waypoint 0), with each byte's gate and RL-sampling class
+  (:func:`litrepro.waypoint.views.gate_tokens`, the rollouts of ``gate_legs``).
 
 The strong teacher (pretraining lr 0.05) is the effect study's; 0.015 is the calibrated default.
 """

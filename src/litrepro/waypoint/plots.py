@@ -124,30 +124,26 @@ def gate_class_figure(tokens: Mapping[str, Any], title: str = "") -> Figure:
 
 
 def rollout_axes(ax, tokens: Mapping[str, Any], rows: int = 6) -> None:
-    """A few sampled rollouts, one byte per cell, each cell coloured by its gate (0 white, 1 dark)."""
+    """A few sampled rollouts, one byte per cell, each cell coloured by its gate (0 light, 1 dark)."""
     import matplotlib as mpl
 
     gen, valid, grid = (np.asarray(tokens[k]) for k in ("generated", "valid", "gate_grid"))
     rows = min(rows, gen.shape[0])
-    cmap = mpl.colormaps["Blues"]
+    cmap = mpl.colors.ListedColormap(mpl.colormaps["Blues"](np.linspace(0.1, 0.9, 64)))
+    cmap.set_bad("white")
+    shown = np.ma.masked_where(~valid[:rows], grid[:rows].astype(float))                  # (rows, N)
+    image = ax.imshow(shown, cmap=cmap, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
     for r in range(rows):
         for c in range(gen.shape[1]):
-            if not valid[r, c]:
-                continue
-            g = float(grid[r, c])
-            ax.add_patch(mpl.patches.Rectangle((c, rows - 1 - r), 1, 1, color=cmap(0.1 + 0.8 * g)))
-            b = int(gen[r, c])
-            text = "⏎" if b == 10 else "EOS" if b == 256 else "·" if b == 32 else chr(b) if 32 < b < 127 else f"{b:02x}"
-            ax.text(c + 0.5, rows - 0.5 - r, text, ha="center", va="center", fontsize=7 if len(text) > 1 else 9,
-                    family="monospace", color="white" if g > 0.6 else "black")
-    ax.set_xlim(0, gen.shape[1])
-    ax.set_ylim(0, rows)
+            if valid[r, c]:
+                b = int(gen[r, c])
+                text = "⏎" if b == 10 else "EOS" if b == 256 else "·" if b == 32 else chr(b) if 32 < b < 127 else f"{b:02x}"
+                ax.text(c, r, text, ha="center", va="center", fontsize=7 if len(text) > 1 else 9, family="monospace",
+                        color="white" if grid[r, c] > 0.6 else "black")
     ax.set_xticks([])
     ax.set_yticks([])
     ax.set_title(f"sampled rollouts, bytes coloured by gate ({tokens.get('gate_kind', 'straightness')})")
-    ax.figure.colorbar(mpl.cm.ScalarMappable(norm=mpl.colors.Normalize(0, 1),
-                                             cmap=mpl.colors.ListedColormap(cmap(np.linspace(0.1, 0.9, 64)))),
-                       ax=ax, fraction=0.04, pad=0.01, label="gate")
+    ax.figure.colorbar(image, ax=ax, fraction=0.04, pad=0.01, label="gate")
 
 
 def arm_curve_axes(ax_nll, ax_parity, comparison: Mapping[str, Any], *, highlight: str | None = None,
