@@ -63,6 +63,9 @@ def server(kind: str, log: Path):
     """
     port = free_port()
     root = log.parent / "notebooks"
+    # Kernels on Unix sockets beside the log, not on TCP ports: other Jupyter processes on the
+    # machine cannot race this server's kernels for a port (the runner does the same).
+    ipc = ["--KernelManager.transport=ipc", f"--KernelManager.ip={log.parent / 'kernel'}"]
     shutil.copytree(ROOT / "notebooks", root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     settings = log.parent / "lab-settings"
     for name, text in LAB_SETTINGS.items():
@@ -70,13 +73,13 @@ def server(kind: str, log: Path):
         (settings / name).write_text(text)
     if kind == "voila":
         cmd = [str(BIN / "voila"), str(root), "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
-               "--show_tracebacks=True"]
+               "--show_tracebacks=True", *ipc]
         probe = f"http://127.0.0.1:{port}/"
     else:
         cmd = [str(BIN / "jupyter"), "lab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
                "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}", f"--LabApp.user_settings_dir={settings}",
                "--ServerApp.disable_check_xsrf=True", "--allow-root", "--LabApp.news_url=", "--LabServerApp.workspaces_dir="
-               + str(log.parent / "workspaces")]
+               + str(log.parent / "workspaces"), *ipc]
         probe = f"http://127.0.0.1:{port}/api/status"
     env = {**os.environ, "MPLBACKEND": "Agg", "JUPYTER_CONFIG_DIR": str(log.parent / "jupyter-config")}
     with open(log, "wb") as out:
@@ -148,7 +151,8 @@ def errors(page) -> list[str]:
 
 def run_all_in_lab(page, base: str, notebook: str, timeout_s: float = 600) -> None:
     """Open ``notebook`` in JupyterLab, Run > Run All Cells, and wait until no cell is queued or running."""
-    page.goto(f"{base}/lab/tree/{notebook}", timeout=120_000)
+    workspace = f"w{time.monotonic_ns()}"                      # a fresh workspace: no notebook restored from an earlier page
+    page.goto(f"{base}/lab/workspaces/{workspace}/tree/{notebook}?reset", timeout=120_000)
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
     page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)          # the kernel is ready
     page.get_by_role("menuitem", name="Run", exact=True).click()

@@ -129,8 +129,7 @@ def rollout_axes(ax, tokens: Mapping[str, Any], rows: int = 6) -> None:
 
     gen, valid, grid = (np.asarray(tokens[k]) for k in ("generated", "valid", "gate_grid"))
     rows = min(rows, gen.shape[0])
-    cmap = mpl.colors.ListedColormap(mpl.colormaps["Blues"](np.linspace(0.1, 0.9, 64)))
-    cmap.set_bad("white")
+    cmap = mpl.colors.ListedColormap(mpl.colormaps["Blues"](np.linspace(0.1, 0.9, 64))).with_extremes(bad="white")
     shown = np.ma.masked_where(~valid[:rows], grid[:rows].astype(float))                  # (rows, N)
     image = ax.imshow(shown, cmap=cmap, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
     for r in range(rows):
