@@ -86,3 +86,13 @@ def test_an_error_in_jupyterlab_is_seen(lab):
         page = b.new_page()
         browser.run_all_in_lab(page, lab[0], "fault.ipynb")
         assert any("planted fault" in e for e in browser.errors(page))
+
+
+def test_explorer_runs_inside_jupyterlab(lab):
+    """The same explorer notebook in JupyterLab: Run All shows the picture, and a control redraws it."""
+    with browser.browser() as b:
+        page = b.new_page()
+        browser.run_all_in_lab(page, lab[0], "explore_pinterest_rlbp.ipynb")
+        page.wait_for_selector(browser.PICTURE_IMG, timeout=120_000)
+        assert browser.choose(page, "campaign kind", "unconstrained") > 0
+        assert not browser.errors(page)
