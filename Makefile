@@ -18,7 +18,7 @@ export MPLBACKEND ?= Agg
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: install reproduce test lab bench corpus clean effect-study rlbp-study
+.PHONY: install reproduce test lab explore bench corpus clean effect-study rlbp-study
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,6 +40,14 @@ test: install
 
 lab: install
 	$(BIN)/jupyter lab notebooks/
+
+# The two explorers (notebooks/explore_*.ipynb) as standalone pages, served by Voila on localhost.
+EXPLORE_PORT ?= 8866
+explore: corpus
+	@echo "litrepro explorers (Ctrl-C stops the server):"
+	@echo "  pinterest_rlbp: http://localhost:$(EXPLORE_PORT)/voila/render/explore_pinterest_rlbp.ipynb"
+	@echo "  waypoint_opd:   http://localhost:$(EXPLORE_PORT)/voila/render/explore_waypoint_opd.ipynb"
+	$(BIN)/voila notebooks/ --no-browser --port=$(EXPLORE_PORT) --Voila.ip=127.0.0.1 --show_tracebacks=True
 
 bench: install
 	$(BIN)/python benchmarks/run.py

@@ -12,7 +12,8 @@ sequential papermill calls (goal >= 4); (a)/(d), warm runs over the floor of
 the notebooks' own cell times (goal <= 1.5); (c)/(a), fresh-kernel runs over
 warm ones (goal >= 2); then the per-notebook
 time split, the simulator against the copy-bandwidth bound (10^3 to 10^6
-campaigns) and the batched-waypoint speed-up.
+campaigns), the batched-waypoint speed-up and the explorers' redraw times
+(``explore.py``: cheap redraw median <= 1 s, new seed <= 10 s).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import explore  # noqa: E402
 import kernel_position  # noqa: E402
 import reproduction  # noqa: E402
 import scaling  # noqa: E402
@@ -57,9 +59,10 @@ def main() -> None:
               "kernel_position": position,
               "reproduction": reproduction.main(repeats, 2 if args.quick else args.seeds, args.workers),
               "notebook_split": notebook_split(repeats, args.device),
-              "scaling": scaling.measure(args.device, repeats, args.quick)}
+              "scaling": scaling.measure(args.device, repeats, args.quick),
+              "explore": explore.measure(max(repeats, 3), 1 if args.quick else 3)}
     result["machine"] = {**kernel_position.machine_info(), "load_average_at_start": load_at_start}
-    atomic.write_json(RENDERED / "benchmarks.json", result)
+    atomic.write_json(RENDERED / "benchmarks.json", result)      # every key is measured by this run
 
     rep, machine = result["reproduction"], result["machine"]
     print(f"\n== reproduction: 2 methods x {len(rep['seeds'])} seeds, {rep['workers']} workers, median of "
@@ -82,6 +85,8 @@ def main() -> None:
     for row in result["scaling"]["waypoint"]:
         print(f"  {row['rollouts']:>5} rollouts: batched {row['tokens_per_s_batched']:.3g}/s, three passes "
               f"{row['tokens_per_s_three_passes']:.3g}/s, scoring speed-up {row['waypoint_scoring_speedup']:.2f}x")
+    print()
+    explore.report(result["explore"])
     print(f"\nwritten to {RENDERED / 'benchmarks.json'}")
 
 

@@ -225,26 +225,7 @@ def means_table(data: Mapping[str, Any]):
 
 
 def plot(data: Mapping[str, Any]):
-    """One panel per (teacher, metric): each comparison's mean difference and 95% CI, per condition."""
-    from matplotlib.figure import Figure
+    """The study at a glance (:func:`litrepro.waypoint.plots.effect_study_figure`); the full table is :func:`table`."""
+    from litrepro.waypoint.plots import effect_study_figure
 
-    fig = Figure(figsize=(11, 11))
-    axes = fig.subplots(len(TEACHERS), len(METRICS), squeeze=False)
-    conds = [(s, k) for k in RL_ROLLOUTS for s in STARTS]
-    for row, teacher in zip(axes, TEACHERS):
-        for ax, metric in zip(row, METRICS):
-            rows = [r for r in data["differences"] if r["metric"] == metric and r["teacher"] == teacher]
-            labels = []
-            for i, r in enumerate(rows):
-                c = conds.index((r["student_start"], r["teacher_rl_rollouts"]))
-                ax.errorbar(r["mean_difference"], i, xerr=[[r["mean_difference"] - r["ci95_low"]],
-                                                           [r["ci95_high"] - r["mean_difference"]]],
-                            fmt="o", color=f"C{c}", ms=3, capsize=2)
-                labels.append(f"{r['comparison']} | {r['student_start']}, {r['teacher_rl_rollouts']} rollouts")
-            ax.axvline(0, color="k", lw=0.6)
-            ax.set_yticks(range(len(labels)), labels, fontsize=5.5)
-            ax.set_xscale("symlog", linthresh=1e-4)
-            ax.set(xlabel=f"paired difference (95% CI)", title=f"{teacher} teacher: {metric}")
-    fig.suptitle(f"waypoint_opd effect study: n = {data['n_seeds']} seeds per condition", fontsize=9)
-    fig.tight_layout()
-    return fig
+    return effect_study_figure(data)

@@ -1,0 +1,168 @@
+"""Helpers for driving the explorers and notebooks in headless Chromium (tests and ``benchmarks/explore.py``).
+
+Playwright drives the system Chromium (Debian's package, ``/usr/bin/chromium``); its own
+browser download cannot be reached here.  Servers are started on a free localhost port,
+as processes of our own, and stopped by their pid.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("LITREPRO_CHROMIUM", "/usr/bin/chromium")
+INSTALL_HINT = f"Chromium not found at {CHROMIUM}: install it with `apt-get install -y chromium` (.ci/run does)"
+BIN = Path(sys.executable).parent
+#: Explorer notebook -> (label of a dropdown that only redraws, the option to choose).
+EXPLORERS = {"explore_pinterest_rlbp.ipynb": ("campaign kind", "budget_constrained"),
+             "explore_waypoint_opd.ipynb": ("gate", "final only")}
+
+
+def chromium_missing() -> bool:
+    return not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_http(url: str, timeout: float, proc: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with status {proc.returncode} before answering {url}")
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise TimeoutError(f"no answer from {url} within {timeout:.0f} s")
+
+
+LAB_SETTINGS = {  # every cell in the DOM (no windowing), and nothing saved back
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": '{"windowingMode": "none"}',
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": '{"autosave": false}',
+}
+
+
+@contextmanager
+def server(kind: str, log: Path):
+    """``voila`` or ``lab`` on a copy of ``notebooks/``, localhost only; yields (base URL, the copy).
+
+    The copy keeps the repository's notebooks untouched whatever the browser does.
+    """
+    port = free_port()
+    root = log.parent / "notebooks"
+    # Kernels on Unix sockets beside the log, not on TCP ports: other Jupyter processes on the
+    # machine cannot race this server's kernels for a port (the runner does the same).
+    ipc = ["--KernelManager.transport=ipc", f"--KernelManager.ip={log.parent / 'kernel'}"]
+    shutil.copytree(ROOT / "notebooks", root, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    settings = log.parent / "lab-settings"
+    for name, text in LAB_SETTINGS.items():
+        (settings / name).parent.mkdir(parents=True, exist_ok=True)
+        (settings / name).write_text(text)
+    if kind == "voila":
+        cmd = [str(BIN / "voila"), str(root), "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
+               "--show_tracebacks=True", *ipc]
+        probe = f"http://127.0.0.1:{port}/"
+    else:
+        cmd = [str(BIN / "jupyter"), "lab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
+               "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}", f"--LabApp.user_settings_dir={settings}",
+               "--ServerApp.disable_check_xsrf=True", "--allow-root", "--LabApp.news_url=", "--LabServerApp.workspaces_dir="
+               + str(log.parent / "workspaces"), *ipc]
+        probe = f"http://127.0.0.1:{port}/api/status"
+    env = {**os.environ, "MPLBACKEND": "Agg", "JUPYTER_CONFIG_DIR": str(log.parent / "jupyter-config")}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        _wait_http(probe, 60, proc)
+        yield f"http://127.0.0.1:{port}", root
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextmanager
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+PICTURE_IMG = ".litrepro-picture img"
+NUMBERS = ".litrepro-numbers"
+ERROR_JS = """(() => Array.from(document.querySelectorAll(
+    '[data-mime-type="application/vnd.jupyter.stderr"], .jp-OutputArea-output.jp-mod-error'))
+    .map(e => e.innerText).filter(t => t.trim().length > 0))"""
+
+
+def open_explorer(page, base: str, notebook: str, timeout_s: float = 180) -> float:
+    """Load an explorer under Voila; returns seconds until its first picture is shown."""
+    start = time.perf_counter()
+    page.goto(f"{base}/voila/render/{notebook}", timeout=timeout_s * 1000)
+    page.wait_for_selector(PICTURE_IMG, timeout=timeout_s * 1000)
+    return time.perf_counter() - start
+
+
+def choose(page, label: str, option: str, timeout_s: float = 60) -> float:
+    """Select ``option`` in the dropdown labelled ``label``; seconds until the picture's image changes."""
+    before = page.get_attribute(PICTURE_IMG, "src")
+    select = page.locator(".widget-dropdown", has_text=label).locator("select")
+    start = time.perf_counter()
+    select.select_option(label=option)
+    page.wait_for_function("""([sel, before]) => { const img = document.querySelector(sel);
+                                  return img !== null && img.getAttribute('src') !== before; }""",
+                           arg=[PICTURE_IMG, before], timeout=timeout_s * 1000, polling=20)
+    return time.perf_counter() - start
+
+
+def write_notebook(path: Path, *sources: str) -> None:
+    """A notebook of code cells, for the tests that plant an error."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in sources]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+def errors(page) -> list[str]:
+    return page.evaluate(ERROR_JS)
+
+
+def run_all_in_lab(page, base: str, notebook: str, timeout_s: float = 600) -> None:
+    """Open ``notebook`` in JupyterLab, Run > Run All Cells, and wait until no cell is queued or running."""
+    workspace = f"w{time.monotonic_ns()}"                      # a fresh workspace: no notebook restored from an earlier page
+    page.goto(f"{base}/lab/workspaces/{workspace}/tree/{notebook}?reset", timeout=120_000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+    page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)          # the kernel is ready
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    page.wait_for_function("""() => Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'))
+                                   .some(p => p.innerText.includes('*'))""", timeout=60_000)
+    page.wait_for_function("""() => { const prompts = Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'));
+                                      return prompts.length > 0 && !prompts.some(p => p.innerText.includes('*')); }""",
+                           timeout=timeout_s * 1000, polling=500)              # nothing queued or running: done or stopped
+
+
+def execution_counts(page) -> list[str]:
+    return page.evaluate("() => Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')).map(p => p.innerText)")
