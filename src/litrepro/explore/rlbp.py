@@ -4,9 +4,8 @@ Stages and their caches (``functools.lru_cache`` on frozen keys):
 
 - :func:`base` (seed, gamma, behaviour epsilon): the notebook's own sequence up to the
   critic: ``seed_everything``, ``build_world``, ``pid_demo``, ``collect_logged_data``,
-  ``fit_critic``, so the world, the data and the critic are the notebook's for the same
-  parameters; plus ``eval_days`` days of auctions from a generator of the explorer's own
-  (seed + 101; a reconstruction choice of this view, not the notebook's sequence).
+  ``draw_eval_days``, ``fit_critic``, so the world, the data, the evaluation days and the
+  critic are the notebook's for the same parameters.
 - :func:`actor` (base key, lambda): ``fit_actor`` from the generator state after the
   critic, for every lambda alike (common random numbers, as ``lambda_sweep`` does); at
   the run's ``lambda_cpc`` this is the notebook's served actor.  All lambdas of the slider
@@ -70,7 +69,7 @@ def _critic(world, data: dict, generator: torch.Generator):
 
 @functools.lru_cache(maxsize=8)
 def base(key: BaseKey) -> dict:
-    """World, logged data and critic, in the notebook's order, and the explorer's evaluation days."""
+    """World, logged data, evaluation days and critic, in the notebook's order."""
     from litrepro.seeding import seed_everything
 
     cfg = key.config()
@@ -79,8 +78,8 @@ def base(key: BaseKey) -> dict:
     world = rlbp.build_world(cfg, generator, device)
     rlbp.pid_demo(world, generator, actions=(0, 8))                   # keeps the notebook's random stream
     data = rlbp.collect_logged_data(world, generator)
+    days = rlbp.draw_eval_days(world, generator)                      # the notebook's evaluation days
     critic, report = _critic(world, data, generator)
-    days = rlbp.draw_eval_days(world, torch.Generator().manual_seed(cfg.seed + 101))
     with torch.no_grad():
         q_value, q_cpc = critic(data["heldout"].state)                # (N, 9) each
     return {"cfg": cfg, "world": world, "data": data, "critic": critic, "critic_report": report, "days": days,
