@@ -48,8 +48,8 @@ def test_outside_canvas_sees_a_cut_title_a_label_off_the_edge_and_a_clipped_mark
 
 
 def test_runner_and_study_figures_fit():
-    from litrepro import rlbp_study
     from litrepro.rlbp import plots as rlbp_summary
+    from litrepro.rlbp import study as rlbp_study
     from litrepro.waypoint import effect_study
     from litrepro.waypoint import plots as wp_summary
 
@@ -58,8 +58,9 @@ def test_runner_and_study_figures_fit():
     comparison = json.loads((RENDERED / "pinterest_rlbp" / "policy_comparison.json").read_text())
     figures["policy_comparison.png"] = rlbp_study.comparison_plot(comparison["comparisons"])
     front = json.loads((RENDERED / "pinterest_rlbp" / "lambda_frontier.json").read_text())
+    figures["backup_study.png"] = rlbp_study.backup_plot(json.loads((RENDERED / "pinterest_rlbp" / "backup_study.json").read_text()))
     figures["lambda_frontier.png"] = rplots.lambda_frontier(
-        front, {k: tuple(v) for k, v in comparison["reference_points"].items()},
+        front["points"], {k: tuple(v) for k, v in comparison["reference_points"].items()},
         title=f"value vs CPC overshoot by lambda, {comparison['n_seeds']} seeds (bars: s.e.)")
     figures["effect_study.png"] = effect_study.plot(effect_study.load())
     _check(figures)
@@ -88,6 +89,8 @@ def test_rlbp_notebook_and_explorer_figures_fit():
         "estimate_vs_truth": plotting.estimate_vs_truth(rows, title="seed 42: IPS vs simulator truth (bars: standard errors)"),
         "lambda_frontier (seed)": rplots.lambda_frontier(result["lambda_sweep"], {"fixed_gain": (0.06, 1.6)},
                                                          title="seed 42: value vs CPC overshoot by lambda"),
+        "headroom": rplots.headroom(result["headroom"], bm["learned_true_value"],
+                                    title="seed 42: fused truth of each constant action"),
     }
     for kind in xr.KINDS:
         figures[f"explorer ({kind}, top-9, lambda 4)"] = xr.figure(key, 4.0, 9, kind)[0]

@@ -196,18 +196,15 @@ def load(path: Path = PATH) -> dict[str, Any]:
 
 
 def table(data: Mapping[str, Any]):
-    """The differences as a DataFrame of rounded strings, with the verdict of each interval."""
+    """The differences as a DataFrame of rounded strings (interval bounds rounded outward), with each verdict."""
     import pandas as pd
 
-    from litrepro.stats import verdict
-
-    def num(x: float) -> str:
-        return f"{x:+.2e}"
+    from litrepro.stats import fmt_ci, verdict
 
     return pd.DataFrame([{"teacher": r["teacher"], "start": r["student_start"], "RL rollouts": r["teacher_rl_rollouts"],
                           "comparison": r["comparison"], "metric": r["metric"], "n": r["n"],
-                          "mean difference": num(r["mean_difference"]),
-                          "95% CI": f"[{num(r['ci95_low'])}, {num(r['ci95_high'])}]", "verdict": verdict(r)}
+                          "mean difference": f"{r['mean_difference']:+.2e}",
+                          "95% CI (rounded outward)": fmt_ci(r["ci95_low"], r["ci95_high"]), "verdict": verdict(r)}
                          for r in data["differences"]]).set_index(["teacher", "start", "RL rollouts", "comparison", "metric"])
 
 
