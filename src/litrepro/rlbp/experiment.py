@@ -31,12 +31,13 @@ F64 = torch.float64
 FIXED_GAIN_ACTION = 4  # multipliers (1.0, 1.0) in the default grid
 #: ``actual_reward_regression_update`` needs the held-out TD loss at most this share of the
 #: permuted-reward control's.  Set from the measured spread of the clean ratio: over the 20 seeds of
-#: ``make rlbp-study`` it is recorded per seed in ``policy_comparison.json`` (``control_ratio``), and
-#: ``tests/test_rlbp_study.py`` requires max + 4 sd of those clean ratios to stay below this margin.
-#: Faults that corrupt the regression targets (a stale target network, per-batch standardised
-#: rewards, misaligned next states) land at 0.5-0.8, above it.  Without bootstrapping (``none``,
-#: gamma = 0) the clean ratio sits higher (about 0.45), so that backup has its own margin.
-CONTROL_MARGIN = {"max_min": 0.35, "fused_greedy": 0.35, "policy": 0.35, "none": 0.6}
+#: ``make rlbp-study`` it is recorded per seed and backup in ``backup_study.json`` (``control_ratio``;
+#: max_min: mean 0.21, sd 0.028, max 0.26), and ``tests/test_rlbp_study.py`` requires max + 4 sd of
+#: those clean ratios to stay below the margin.  Faults that corrupt the regression targets (a stale
+#: target network, per-batch standardised rewards) land at 0.75-0.80 in ``tests/test_rlbp_faults.py``.
+#: Without bootstrapping (``none``, gamma = 0) the clean ratio sits higher (mean 0.46), so that backup
+#: has its own margin.
+CONTROL_MARGIN = {"max_min": 0.4, "fused_greedy": 0.4, "policy": 0.4, "none": 0.7}
 #: ``fusion_changes_preference`` needs ``fused_score_gain`` above this many standard errors
 #: (per-state spread over the held-out states) rather than merely above 0.
 FUSION_GAIN_SE = 2.0
