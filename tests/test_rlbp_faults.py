@@ -392,6 +392,15 @@ def _ips_probs_wrong_rows(original):
     return probs
 
 
+def _actor_scores_on_next_states(original):
+    def train(actor, critic, batch, **kw):
+        class NextStates(torch.nn.Module):
+            def forward(self, states):
+                return critic(batch.next_state)                                          # fault: scores of s', not s
+        return original(actor, NextStates(), batch, **kw)
+    return train
+
+
 _collect_for_truth, _truth_logged = _truth_on_logged_days(ex.collect_logged_data, ex.simulate_truth)
 
 AUDIT_FAULTS = {
@@ -420,6 +429,8 @@ AUDIT_FAULTS = {
                                                    "headroom_matches_reference"),
     "headroom scored without the CPC term": ([(ex, "headroom", _headroom_without_lambda(ex.headroom))], "extra",
                                              "headroom_matches_reference"),
+    "actor scored on next states": ([(ex, "train_actor", _actor_scores_on_next_states(ex.train_actor))], "extra",
+                                    "actor_trained_on_fused_scores"),
     "IPS reads pi of other rows": ([(ex, "_target_probs", _ips_probs_wrong_rows(ex._target_probs))], "extra",
                                    "ips_weights_are_served_policy"),
 }
