@@ -562,6 +562,7 @@ def bootstrap(preload: bool = True) -> None:
         import litrepro.waypoint.experiment  # noqa: F401
         import litrepro.waypoint.model  # noqa: F401
         import litrepro.waypoint.plots  # noqa: F401
+        import litrepro.waypoint.views  # noqa: F401
 
         # The first call imports torch._inductor (about 1 s); pay it now, then put the flag back.
         was = torch.are_deterministic_algorithms_enabled()
