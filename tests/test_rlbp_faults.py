@@ -437,6 +437,65 @@ AUDIT_FAULTS = {
 FAULTS.update(AUDIT_FAULTS)
 
 
+# --- Faults from a second blind audit ---------------------------------------------------------
+
+def _heldout_mask_strict(world):
+    import math as _math
+    cfg = world.cfg
+    n = max(1, _math.ceil(cfg.heldout_fraction * cfg.n_campaigns))
+    return torch.arange(cfg.n_campaigns, device=world.device) > cfg.n_campaigns - n     # fault: > for >=
+
+
+def _control_with_other_minibatches(original):
+    calls = []
+
+    def train(critic, train, heldout, *, generator, **kw):
+        calls.append(1)
+        if len(calls) % 2 == 0:                                                         # the control's call
+            torch.rand(1, generator=generator)                                           # fault: its draws shifted
+        return original(critic, train, heldout, generator=generator, **kw)
+    return train
+
+
+def _permute_value_only(self, generator):
+    import dataclasses
+    perm = torch.randperm(len(self), generator=generator)
+    return dataclasses.replace(self, value_reward=self.value_reward[perm])              # fault: c and r not shuffled
+
+
+def _truth_serves_full_softmax(original):
+    def policy(actor, k):
+        def probs(state):
+            with torch.no_grad():
+                return torch.softmax(actor(state), -1)                                   # fault: no top-k when simulated
+        return ex.policy_from_probs(probs)
+    return policy
+
+
+def _click_noise_doubled(c, opportunities, generator):
+    steps, n = c.traffic.shape
+    shape = (steps, n, opportunities)
+    price = c.price_scale[None, :, None] * torch.exp(0.5 * torch.randn(shape, generator=generator, dtype=F64))
+    click = torch.sigmoid(c.ctr_logit[None, :, None] + 1.0 * torch.randn(shape, generator=generator, dtype=F64))
+    live = torch.rand(shape, generator=generator, dtype=F64) < c.traffic[:, :, None]  # fault: click noise 1.0, not 0.5
+    return simulator.DayDraws(price, click, live)
+
+
+AUDIT2_FAULTS = {
+    "held-out mask one campaign short": ([(ex, "heldout_campaigns", _heldout_mask_strict)], "extra",
+                                         "heldout_campaigns_not_trained"),
+    "control critic draws other minibatches": ([(ex, "train_critic", _control_with_other_minibatches(ex.train_critic))],
+                                               "check", "actual_reward_regression_update"),
+    "control shuffles the value reward only": ([(critic_mod.Transitions, "with_permuted_rewards", _permute_value_only)],
+                                               "check", "actual_reward_regression_update"),
+    "truth simulates the full softmax": ([(ex, "learned_policy", _truth_serves_full_softmax(ex.learned_policy))],
+                                         "extra", "truth_simulates_served_policy"),
+    "click noise twice the model's": ([(ex, "draw_day", _click_noise_doubled)], "extra",
+                                      "auction_draws_match_their_distribution"),
+}
+FAULTS.update(AUDIT2_FAULTS)
+
+
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_fault_is_caught(fault, monkeypatch):
     patches, kind, name = FAULTS[fault]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import hashlib
 from dataclasses import dataclass
 from typing import Callable
 
@@ -224,7 +225,8 @@ def train_critic(critic: TwoHeadCritic, train: Transitions, heldout: Transitions
     ``trained_campaigns``, the campaigns of the transitions its minibatches drew,
     ``heldout_evaluated_campaigns``, those of the batch its held-out losses were measured on,
     ``head_changes``: how far each head's output weights moved (value, CPC), ``drawn_rows``
-    and ``draws``: distinct training rows drawn and draws made, and
+    and ``draws``: distinct training rows drawn and draws made, ``drawn_sha256``: a hash of
+    the rows in draw order, and
     ``target_lag_error``: the audit of the target network.  At every step the audit
     keeps its own copy of the critic's weights from the last step s with
     s % target_update_every == 0 (taken before that step's update, as the schedule
@@ -262,5 +264,6 @@ def train_critic(critic: TwoHeadCritic, train: Transitions, heldout: Transitions
             "heldout_after": after, "parameter_change": float(change), "target_lag_error": lag,
             "head_changes": (float(moved[:N_ACTIONS].sum()), float(moved[N_ACTIONS:].sum())),
             "drawn_rows": int(torch.unique(rows).numel()), "draws": int(rows.numel()),
+            "drawn_sha256": hashlib.sha256(rows.cpu().numpy().tobytes()).hexdigest(),
             "heldout_evaluated_campaigns": torch.unique(heldout.campaign).tolist(),
             "trained_campaigns": torch.unique(train.campaign[torch.cat(drawn)]).tolist() if drawn else []}

@@ -404,10 +404,27 @@ def fit_critic(world: World, data: dict, generator: torch.Generator, *, policy=N
     generator.set_state(after_main)
     report["control_heldout_after"] = control_report["heldout_after"]
     report["control_heldout_before"] = control_report["heldout_before"]
+    report["control_same_minibatches"] = control_report["drawn_sha256"] == report["drawn_sha256"]
+    report["control_targets_jointly_permuted"] = joint_permutation(data["train"], control_train)
     report["td_loss_reference_error"] = td_loss_reference_error(critic, data["heldout"], cfg.gamma, target=control,
                                                                 **_backup(world, policy))
     report["critics"] = (critic, control, control_train)
     return critic, report
+
+
+def joint_permutation(train: Transitions, control: Transitions) -> bool:
+    """The control's (r^v, c, r) rows are the training rows' triples, reordered together (not
+    each column on its own, which would change the multiset of triples), and reordered at all."""
+    def rows(t: Transitions) -> Tensor:
+        return torch.stack([t.value_reward, t.cpc_cost, t.reward], 1)                     # (N, 3)
+
+    def sort_rows(x: Tensor) -> Tensor:
+        for col in (2, 1, 0):                                                              # lexicographic, stable
+            x = x[x[:, col].argsort(stable=True)]
+        return x
+    a, b = rows(train), rows(control)
+    return bool(torch.equal(sort_rows(a), sort_rows(b)) and not torch.equal(a, b)
+                and torch.equal(train.state, control.state) and torch.equal(train.action, control.action))
 
 
 def fit_policy_iteration(world: World, data: dict, generator: torch.Generator) -> tuple[TwoHeadCritic, dict, Actor, dict]:
@@ -435,6 +452,8 @@ def fit_policy_iteration(world: World, data: dict, generator: torch.Generator) -
             for key in ("heldout_after", "control_heldout_after", "td_loss_reference_error", "critics",
                         "heldout_evaluated_campaigns", "head_changes", "drawn_rows", "draws"):
                 critic_report[key] = report[key]
+            for key in ("control_same_minibatches", "control_targets_jointly_permuted"):
+                critic_report[key] = critic_report[key] and report[key]
             critic_report["parameter_change"] += report["parameter_change"]
             critic_report["target_lag_error"] = max(critic_report["target_lag_error"], report["target_lag_error"])
             critic_report["trained_campaigns"] = sorted(set(critic_report["trained_campaigns"])
@@ -460,13 +479,18 @@ def fit_critic_and_actor(world: World, data: dict, generator: torch.Generator):
 def heldout_campaigns_untrained(world: World, data: dict, critic_report: dict, actor_report: dict) -> bool:
     """``heldout_campaigns_not_trained``: no held-out campaign reached the critic or the actor.
 
-    The held-out set is exactly the campaigns :func:`heldout_campaigns` names, it is not
-    empty, and the campaigns that the critic's and the actor's minibatches drew
-    (recorded by the training functions themselves) are disjoint from it.
+    The held-out set is exactly the last ceil(heldout_fraction x n_campaigns) campaigns
+    (recomputed here, and equal to what :func:`heldout_campaigns` names and to the campaigns
+    of the held-out log), it is not empty, and the campaigns that the critic's and the
+    actor's minibatches drew (recorded by the training functions themselves) are disjoint from it.
     """
-    held = set(torch.nonzero(heldout_campaigns(world)).flatten().tolist())
+    cfg = world.cfg
+    count = max(1, math.ceil(cfg.heldout_fraction * cfg.n_campaigns))
+    held = set(range(cfg.n_campaigns - count, cfg.n_campaigns))
+    named = set(torch.nonzero(heldout_campaigns(world)).flatten().tolist())
     trained = set(critic_report["trained_campaigns"]) | set(actor_report["trained_campaigns"])
-    return bool(held) and set(torch.unique(data["heldout"].campaign).tolist()) == held and not (trained & held)
+    return (bool(held) and named == held and set(torch.unique(data["heldout"].campaign).tolist()) == held
+            and not (trained & held))
 
 
 def reward_regression_update(report: dict, train: Transitions, backup: str = "max_min") -> bool:
@@ -474,12 +498,14 @@ def reward_regression_update(report: dict, train: Transitions, backup: str = "ma
 
     The weights moved, the logged rewards and costs vary, the held-out TD loss fell, and,
     the part that needs the real targets, it ended at most ``CONTROL_MARGIN`` times the
-    (both heads' output weights must have moved, so a head left out of the loss fails it)
+    (both heads' output weights must have moved, so a head left out of the loss fails it; the
+    control must have drawn the same minibatch rows and its targets be one joint permutation)
     held-out TD loss of the permuted-reward control.  A critic regressed onto zeros, onto
     random labels or onto shuffled rewards cannot beat the control by that margin.
     """
     after, control = sum(report["heldout_after"]), sum(report["control_heldout_after"])
     return (report["parameter_change"] > 0 and min(report["head_changes"]) > 0 and float(train.value_reward.std()) > 0
+            and report["control_same_minibatches"] and report["control_targets_jointly_permuted"]
             and float(train.cpc_cost.std()) > 0 and after < sum(report["heldout_before"])
             and after <= CONTROL_MARGIN[backup] * control)
 
@@ -709,7 +735,10 @@ def simulate_truth(world: World, days: list, policy: Policy, generator: torch.Ge
             "true_value": float(total.mean()), "true_value_heldout": float(total[:, :, heldout].mean()),
             "true_se": float(per_day.std() / math.sqrt(len(days))) if len(days) > 1 else 0.0,
             "raw": {"value": value, "cpc": cpc, "total_per_campaign": total.mean((0, 1)),
-                    "day_hashes": [day_hash(d) for d in days]}}
+                    "day_hashes": [day_hash(d) for d in days],
+                    "states": torch.stack([log.states for log in logs]),                  # (days, K, C, F)
+                    "actions": torch.stack([log.actions for log in logs]),                # (days, K, C)
+                    "propensity": torch.stack([log.propensity for log in logs])}}         # (days, K, C)
 
 
 def truth_reference_error(world: World, truth: dict, lam: float) -> float:
@@ -835,6 +864,48 @@ def ips_weights_error(world: World, actor: Actor, data: dict, evaluation: dict) 
     return float((used - pi).abs().max())
 
 
+def served_policy_simulated(world: World, actor: Actor, evaluation: dict) -> dict:
+    """Is the learned policy whose truth was simulated the one that is served (and that IPS weights)?
+
+    From the truth logs' states, the served top-k probabilities are recomputed by sorting the
+    logits; every logged propensity must equal the recomputed probability of its action
+    (``served_propensity_error``), and the actions' counts must match the counts those
+    probabilities predict (largest |z|, ``served_action_z``), so a policy that samples from the
+    full softmax, or takes its argmax, shows.
+    """
+    raw = evaluation["raw"]["learned"]
+    states = raw["states"].reshape(-1, raw["states"].shape[-1])                            # (D K C, F)
+    actions, prop = raw["actions"].reshape(-1), raw["propensity"].reshape(-1)              # (D K C,)
+    with torch.no_grad():
+        logits = actor(states)                                                            # (n, 9)
+    top = logits.sort(-1, descending=True).values[:, :world.cfg.top_k]                    # (n, k)
+    probs = torch.where(logits >= top[:, -1:], torch.exp(logits - top.logsumexp(-1, keepdim=True)), 0.0)  # (n, 9)
+    error = float((probs.gather(1, actions[:, None]).squeeze(1) - prop).abs().max())
+    counts = torch.bincount(actions, minlength=N_ACTIONS).to(F64)
+    var = (probs * (1 - probs)).sum(0)
+    z = ((counts - probs.sum(0)) / var.clamp(min=1e-12).sqrt())[var > 1e-9]
+    return {"served_propensity_error": error, "served_action_z": float(z.abs().max()) if z.numel() else 0.0}
+
+
+def draws_report(world: World, data: dict) -> dict:
+    """``auction_draws_match_their_distribution``: the logged days' auctions follow the simulator's model.
+
+    log(p / s_c) and logit(q) - logit_c must have mean 0 and standard deviation 0.5, and the
+    share of live opportunities must be the mean traffic (about 200,000 draws a day: a
+    standard error near 0.001; the tolerance is 0.01).
+    """
+    c = world.campaigns
+    worst = 0.0
+    for d in data["draws"]:
+        log_price = torch.log(d.price / c.price_scale[None, :, None])                     # (T, C, M)
+        logit = torch.logit(d.click_prob) - c.ctr_logit[None, :, None]                      # (T, C, M)
+        for x in (log_price, logit):
+            worst = max(worst, abs(float(x.mean())), abs(float(x.std()) - 0.5))
+        live = d.live.to(F64).mean(-1)                                                      # (T, C)
+        worst = max(worst, abs(float(live.mean() - c.traffic.mean())))
+    return {"draws_moment_error": worst}
+
+
 def truth_days_match(evaluation: dict, days_report: dict) -> bool:
     """The days each policy's truth was simulated on (hashed where they were used) are the evaluation days."""
     return all(raw["day_hashes"] == days_report["eval_day_hashes"] for raw in evaluation["raw"].values())
@@ -893,6 +964,7 @@ def stage_audit(world: World, critic: TwoHeadCritic, actor: Actor, data: dict, c
            "logged_action_z": logged_action_z(world, data),
            "ips_weights_error": ips_weights_error(world, actor, data, evaluation),
            "truth_days_are_evaluation_days": truth_days_match(evaluation, days_report),
+           **served_policy_simulated(world, actor, evaluation), **draws_report(world, data),
            "critic_coverage": coverage_ratio(critic_report, len(data["train"])),
            "actor_coverage": coverage_ratio(actor_report, len(data["train"]))}
     if room is not None:
@@ -970,6 +1042,8 @@ def collect_results(world: World, *, critic_report: dict, actor_report: dict, da
         "minibatches_cover_training_set": min(audit["critic_coverage"], audit["actor_coverage"]) > 0.9,
         "actor_trained_on_fused_scores": audit["actor_loss_reference_error"] < EXACT,
         "ips_weights_are_served_policy": audit["ips_weights_error"] < 1e-12,
+        "truth_simulates_served_policy": audit["served_propensity_error"] < 1e-12 and audit["served_action_z"] < 5.0,
+        "auction_draws_match_their_distribution": audit["draws_moment_error"] < 0.01,
     }
     if "headroom_reference_error" in audit:
         extra_checks["headroom_matches_reference"] = audit["headroom_reference_error"] < EXACT
