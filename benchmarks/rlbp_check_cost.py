@@ -11,8 +11,8 @@ each median and the checks' share of the run.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
+import sys
+from pathlib import Path
 
 import torch
 
@@ -21,14 +21,8 @@ from litrepro.rlbp import experiment as ex
 from litrepro.rlbp.config import RLBPConfig
 from litrepro.seeding import seed_everything
 
-
-def median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from simulator_bandwidth import median_time  # noqa: E402
 
 
 def main() -> None:
