@@ -40,6 +40,19 @@ def run(corpus_path, **overrides) -> dict:
     return wp.run(WaypointConfig(corpus_path=str(corpus_path), **{**SMALL, **overrides}))
 
 
+def patch_during_compare_arms(monkeypatch, module, name: str, fault) -> None:
+    """Replace ``module.name`` by ``fault`` only while ``compare_arms`` runs (the fault lives in the arms' stage)."""
+    real_compare, real = wp.compare_arms, getattr(module, name)
+
+    def compare(*a, **k):
+        monkeypatch.setattr(module, name, fault)
+        try:
+            return real_compare(*a, **k)
+        finally:
+            monkeypatch.setattr(module, name, real)
+    monkeypatch.setattr(wp, "compare_arms", compare)
+
+
 def assert_caught(results: dict, *names: str) -> None:
     """Every named check is false (and exists); the message shows what did fire and the gaps."""
     checks = results["extra_checks"]
@@ -412,15 +425,7 @@ def test_arm_generators_created_once_for_all_arms(corpus_path, monkeypatch):
         def manual_seed(self, seed):
             return made.setdefault(seed, real_generator().manual_seed(seed))
 
-    real_compare = wp.compare_arms
-
-    def compare(*a, **k):
-        monkeypatch.setattr(torch, "Generator", SeededOnce)
-        try:
-            return real_compare(*a, **k)
-        finally:
-            monkeypatch.setattr(torch, "Generator", real_generator)
-    monkeypatch.setattr(wp, "compare_arms", compare)
+    patch_during_compare_arms(monkeypatch, torch, "Generator", SeededOnce)
     assert_caught(run(corpus_path), "comparison_arms_paired")
 
 
@@ -502,15 +507,7 @@ def test_arm_evaluated_before_its_updates(corpus_path, monkeypatch):
     def first_policy(policy, tokens, window):
         init.setdefault(id(tokens), copy.deepcopy(policy))
         return real(init[id(tokens)], tokens, window)
-    real_compare = wp.compare_arms
-
-    def compare(*a, **k):
-        monkeypatch.setattr(wp, "nats_per_byte", first_policy)
-        try:
-            return real_compare(*a, **k)
-        finally:
-            monkeypatch.setattr(wp, "nats_per_byte", real)
-    monkeypatch.setattr(wp, "compare_arms", compare)
+    patch_during_compare_arms(monkeypatch, wp, "nats_per_byte", first_policy)
     assert_caught(run(corpus_path), "comparison_evaluations_match_reference")
 
 
