@@ -19,7 +19,7 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from litrepro import methods, recorded
+from litrepro import calibration, methods, recorded
 from litrepro.paths import ROOT
 from litrepro.provenance import package_versions, source_hashes
 from litrepro.report import fmt, fmt_zero
@@ -96,8 +96,17 @@ def summarise(method: str, results: list[Mapping[str, Any]]) -> dict[str, Any]:
             "packages": package_versions(),
         },
     }
-    summary.update(methods.get(method).summary_extras(results))
+    summary.update(calibration_extras(results, seed_file))
+    summary.update(methods.get(method).summary_extras(results))        # a method's own calibration replaces it
     return summary
+
+
+def calibration_extras(results: list[Mapping[str, Any]], seed_file: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``calibration`` (one row per recorded metric, z at both scales and a Welch test over seeds, see
+    :mod:`litrepro.calibration`) and ``calibration_verdicts``; a method whose ``summary_extras`` writes its own
+    (``waypoint_opd``, with its per-step histories) overrides both."""
+    rows = calibration.metric_rows(results, seed_file)
+    return {"calibration": rows, "calibration_verdicts": calibration.verdicts(rows) if rows else None}
 
 
 # --- Helpers of the cross-seed summary notebook (notebooks/summary.ipynb) -------------------
@@ -155,6 +164,28 @@ def metrics_table(method: str, results: list[Mapping[str, Any]]):
         rows.append({"metric": n, "this run": _pm(ours.get(n), zero=zero, count=n in counts),
                      "recorded (seed file)": _pm(rec.get(n), count=n in counts)})
     return pd.DataFrame(rows).set_index("metric")
+
+
+def display_full(table) -> None:
+    """Display a DataFrame with every row and column (pandas would elide the middle of a long one).
+
+    The options hold only inside this call, so the notebook's other tables keep pandas' defaults.
+    """
+    from IPython.display import display
+
+    with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.max_colwidth", None,
+                           "display.width", 250):
+        display(table)
+
+
+def calibration_table(method: str, results: list[Mapping[str, Any]]):
+    """The calibration rows of ``method`` over ``results`` (both scales, Welch), as strings, and their verdicts.
+
+    ``(table, verdicts)``; ``(None, None)`` without recorded figures.  The same rows as ``summary.json``'s.
+    """
+    extras = {**calibration_extras(results, recorded.load(method)), **methods.get(method).summary_extras(results)}
+    rows = extras.get("calibration") or []
+    return (calibration.table(rows), extras["calibration_verdicts"]) if rows else (None, None)
 
 
 def study_table(path: str | Path):

@@ -8,14 +8,18 @@ at the last RL update.  ``z`` is
     z = (run_mean - recorded_mean) / recorded_std        (recorded sample std, ddof = 1)
 
 ``null`` when the recorded std is 0 and the means differ (z = 0 when they are
-equal).  ``explanation`` says why a figure with |z| > 3 differs, and which
-notebook experiment tests that reason.  Pure Python: no torch import.
+equal).  Each row also has ``z_per_seed``, against the SD of the seed file's
+three per-seed means, and a Welch test over seeds (:mod:`litrepro.calibration`
+defines both); :func:`verdicts` says which figures are off at which scale.
+``explanation`` says why a figure with |z| > 3 differs, and which notebook
+experiment tests that reason.  Pure Python: no torch import.
 """
 
 from __future__ import annotations
 
-import math
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
+
+from litrepro import calibration as shared
 
 HISTORY_FIELDS = ("loss", "gradient_norm", "mean_gate", "zero_gate_fraction", "batch_scale", "valid_tokens")
 RL_FIELDS = ("mean_rule_reward", "gradient_norm")
@@ -29,32 +33,15 @@ EXPLANATIONS: dict[str, str] = {
 }
 
 
-def _stats(values: Iterable[float]) -> tuple[float, float | None, int]:
-    xs = [float(v) for v in values]
-    mean = math.fsum(xs) / len(xs)
-    std = math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else None
-    return mean, std, len(xs)
-
-
-def _row(figure: str, rec: tuple, run: tuple) -> dict[str, Any]:
-    (rm, rs, rn), (um, us, un) = rec, run
-    if rs:
-        z = (um - rm) / rs
-    else:
-        z = 0.0 if um == rm else None
-    return {"figure": figure, "recorded_mean": rm, "recorded_std": rs, "recorded_n": rn, "run_mean": um,
-            "run_std": us, "run_n": un, "z": z, "explanation": EXPLANATIONS.get(figure, "")}
-
-
-def _figures(per_seed: list[Mapping[str, Any]]) -> dict[str, list[float]]:
-    """History values per figure, pooled over steps and seeds as the seed file logs them."""
-    out: dict[str, list[float]] = {}
+def _figures(per_seed: list[Mapping[str, Any]]) -> dict[str, list[list[float]]]:
+    """Each history figure's values, one list per seed (its steps or updates), as the seed file logs them."""
+    out: dict[str, list[list[float]]] = {}
     for f in HISTORY_FIELDS:
-        out[f"opd_history.{f}"] = [h[f] for row in per_seed for h in row["history"]]
+        out[f"opd_history.{f}"] = [[h[f] for h in row["history"]] for row in per_seed]
     for f in RL_FIELDS:
-        out[f"teacher_rl_history.{f}"] = [h[f] for row in per_seed for h in row["teacher_rl_audit"]["history"]]
+        out[f"teacher_rl_history.{f}"] = [[h[f] for h in row["teacher_rl_audit"]["history"]] for row in per_seed]
     out["teacher_rl_history.mean_rule_reward_at_last_update"] = [
-        row["teacher_rl_audit"]["history"][-1]["mean_rule_reward"] for row in per_seed]
+        [row["teacher_rl_audit"]["history"][-1]["mean_rule_reward"]] for row in per_seed]
     return out
 
 
@@ -62,23 +49,19 @@ def calibration_rows(results: list[Mapping[str, Any]], seed_file: Mapping[str, A
     """The table (see the module docstring); empty without the recorded figures."""
     if not seed_file or not results:
         return []
-    rows = []
-    for name, agg in seed_file["metrics"].items():                   # the seed file's aggregate (per-seed rows lack some)
-        rows.append(_row(f"metrics.{name}", (agg["mean"], agg["std"], agg["n"]),
-                         _stats(r["metrics"][name] for r in results)))
+    rows = [shared.row(f"metrics.{name}", [[r["metrics"][name]] for r in results], recorded_stats=agg,
+                       explanation=EXPLANATIONS.get(f"metrics.{name}", ""))
+            for name, agg in seed_file["metrics"].items()]  # the seed file's aggregate (per-seed rows lack some)
     rec, run = _figures(seed_file["per_seed"]), _figures(list(results))
-    return rows + [_row(figure, _stats(rec[figure]), _stats(run[figure])) for figure in rec]
+    return rows + [shared.row(figure, run[figure], rec[figure], explanation=EXPLANATIONS.get(figure, ""))
+                   for figure in rec]
+
+
+def verdicts(rows: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """Which figures are off at each scale, and the sentence that says so (:func:`litrepro.calibration.verdicts`)."""
+    return shared.verdicts(rows)
 
 
 def table(rows: list[Mapping[str, Any]]):
-    """The rows as a DataFrame of rounded strings (z to 2 decimals, figures to 4 digits)."""
-    import pandas as pd
-
-    def num(x: Any, digits: int = 4) -> str:
-        return "-" if x is None else f"{x:.{digits}g}"
-
-    return pd.DataFrame([{"figure": r["figure"], "recorded": f"{num(r['recorded_mean'])} ± {num(r['recorded_std'], 2)}",
-                          "this run": num(r["run_mean"]) if r["run_std"] is None
-                          else f"{num(r['run_mean'])} ± {num(r['run_std'], 2)}",
-                          "z": "-" if r["z"] is None else f"{r['z']:.2f}",
-                          "explained": "yes" if r["explanation"] else ""} for r in rows]).set_index("figure")
+    """The rows as a DataFrame of rounded strings, both scales and Welch's p (:func:`litrepro.calibration.table`)."""
+    return shared.table(rows)
