@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     comparison = {"n_seeds": len(seeds), "seeds": seeds, "backup": "max_min", "comparisons": study.comparisons(results),
                   "check_pass_rates": study.check_pass_rates(results), "per_seed": study.per_seed_figures(results),
                   "reference_points": study.reference_points(results), "provenance": provenance}
-    front = study.frontier(results)
+    front = {**study.frontier(results), "per_seed": rlbp_plots.frontier_per_seed(results)}  # for frontier_facts
     backup = {"n_seeds": len(seeds), "seeds": seeds, "backups": rows, "best_other_backup": other,
               "policy_rounds": RLBPConfig().policy_rounds, "headroom": study.headroom_summary(results),
               "scaling": study.scaling_rows(by_days),
@@ -91,9 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     atomic.write_json(study.FRONTIER, front)
     atomic.write_json(study.BACKUP_STUDY, backup)
     plotting.save_png(study.comparison_plot(comparison["comparisons"]), study.FOLDER / "policy_comparison.png")
-    plotting.save_png(rlbp_plots.lambda_frontier(front["points"], comparison["reference_points"],
-                                                 title=f"value vs CPC overshoot by lambda, {len(seeds)} seeds (bars: s.e.)"),
-                      study.FOLDER / "lambda_frontier.png")
+    plotting.save_png(rlbp_plots.frontier_figure(front, comparison), study.FOLDER / "lambda_frontier.png")
     plotting.save_png(study.backup_plot(backup), study.FOLDER / "backup_study.png")
     for r in rows:
         print(f"{r['backup']:13s} learned-fixed {r['learned_minus_fixed']['mean_difference']:+.4f} "

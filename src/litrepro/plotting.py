@@ -79,38 +79,84 @@ def action_distribution(mean_probs: Sequence[float], labels: Sequence[str]) -> F
 
 
 def estimate_vs_truth(rows: Mapping[str, Mapping[str, Sequence[float]]], title: str) -> Figure:
-    """Per policy: IPS estimate and simulated truth, mean with error bars.
+    """Per policy: IPS estimate and simulated truth, each a point with its error bar (no bars from 0).
 
     ``rows[policy] = {"ips": [...], "true_value": [...]}``, one entry per seed
-    (spread = std across seeds) or one entry with ``*_se`` error bars.
+    (spread = std across seeds) or one entry with ``*_err`` error bars.  The axis
+    spans the points, not 0: the figures lie near 1.6, and their gaps are what matters.
     """
     fig, ax = _figure(6.4, 3.6)
     names = list(rows)
     x = np.arange(len(names))
-    for offset, key, label in ((-0.18, "ips", "ordinary IPS (held-out log)"), (0.18, "true_value", "simulated truth")):
+    for offset, key, label, marker in ((-0.12, "ips", "ordinary IPS (held-out log)", "o"),
+                                       (0.12, "true_value", "simulated truth", "s")):
         values = [np.asarray(rows[n][key], dtype=float) for n in names]
         means = [v.mean() for v in values]
         errs = [rows[n].get(key + "_err", [v.std(ddof=1) if v.size > 1 else 0.0])[0] for n, v in zip(names, values)]
-        ax.bar(x + offset, means, width=0.36, yerr=errs, capsize=4, label=label)
+        ax.errorbar(x + offset, means, yerr=errs, fmt=marker, ms=6, capsize=4, label=label)
     ax.set_xticks(x, names)
+    ax.set_xlim(-0.6, len(names) - 0.4)
+    ax.margins(y=0.15)
+    ax.grid(axis="y", lw=0.4, alpha=0.5)
     ax.set(ylabel="mean reward per decision", title=title)
-    low = min(min(np.asarray(rows[n][k], dtype=float).min() for n in names) for k in ("ips", "true_value"))
-    ax.set_ylim(bottom=min(0.0, low))
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)  # below the axes
     fig.tight_layout()
     return fig
 
 
-def arm_comparison(values: Mapping[str, Sequence[float]], *, ylabel: str, title: str) -> Figure:
-    """Per arm: each seed's value as a dot, and the mean with a +-1 std bar."""
-    fig, ax = _figure(6.4, 3.6)
-    for i, (arm, ys) in enumerate(values.items()):
-        ys = np.asarray(ys, dtype=float)
-        ax.errorbar(i, ys.mean(), yerr=ys.std(ddof=1) if ys.size > 1 else 0.0, fmt="s", color="k", capsize=6)
-        ax.plot(np.full(ys.size, i) + np.linspace(-0.08, 0.08, ys.size), ys, "o", alpha=0.6)
-    ax.set_xticks(range(len(values)), list(values))
-    ax.set(ylabel=ylabel, title=title)
-    fig.tight_layout()
+def paired_difference_rows(differences: Mapping[str, Sequence[float]]) -> list[dict]:
+    """Per comparison: the per-seed differences d_s with their mean and 95% Student-t interval.
+
+    ``{label, per_seed, n, mean_difference, ci95_low, ci95_high}``, from
+    :func:`litrepro.stats.paired_ci` (``mean(d) ± t_{0.975, n-1} · sd(d) / sqrt(n)``).
+    """
+    from litrepro.stats import paired_ci          # imports scipy: only when a paired figure is drawn
+
+    out = []
+    for label, d in differences.items():
+        d = [float(x) for x in d]
+        out.append({"label": label, "per_seed": d, **paired_ci(d, [0.0] * len(d))})
+    return out
+
+
+def paired_differences(differences: Mapping[str, Sequence[float]], *, xlabel: str, title: str,
+                       share_axis: bool = False) -> Figure:
+    """One panel per comparison: each seed's difference as a dot, the mean with its 95% t interval, and 0 marked.
+
+    ``differences[label]`` holds one paired difference per seed (same seed order in every
+    entry is not needed: each comparison is summarised on its own).  Every panel has its own
+    linear x axis, always including 0, because comparisons of one figure can differ by
+    orders of magnitude; ``share_axis`` gives all panels one axis (comparisons of one scale).
+    A filled mean marker: the interval excludes 0.
+    """
+    rows = paired_difference_rows(differences)
+
+    def limits(rs: list[dict]) -> tuple[float, float]:
+        values = [0.0] + [v for r in rs for v in (r["ci95_low"], r["ci95_high"], *r["per_seed"])]
+        span = max(abs(v) for v in values) or 1.0
+        return min(values) - 0.12 * span, max(values) + 0.12 * span
+
+    fig = Figure(figsize=(7.2, 0.9 + 1.05 * len(rows)), layout="constrained")
+    axes = fig.subplots(len(rows), 1, squeeze=False)[:, 0]
+    for ax, r in zip(axes, rows):
+        d = np.asarray(r["per_seed"])                                           # (n,)
+        jitter = np.linspace(-0.18, 0.18, d.size) if d.size > 1 else np.zeros(1)
+        ax.plot(d, 0.25 + jitter * 0.5, "o", ms=4, color="0.45", alpha=0.8, label="seeds")
+        m, lo, hi = r["mean_difference"], r["ci95_low"], r["ci95_high"]
+        excludes = lo > 0 or hi < 0
+        ax.errorbar([m], [-0.2], xerr=[[m - lo], [hi - m]], fmt="D", ms=6, capsize=4, color="C0",
+                    mfc="C0" if excludes else "white", mew=1.4, label="mean, 95% t CI")
+        ax.axvline(0.0, color="k", lw=0.8)
+        ax.set_xlim(*limits(rows if share_axis else [r]))
+        ax.set_ylim(-0.6, 0.6)
+        ax.set_yticks([])
+        ax.ticklabel_format(axis="x", style="sci", scilimits=(-2, 3))
+        ax.tick_params(axis="x", labelsize=8)
+        ax.grid(axis="x", lw=0.4, alpha=0.5)
+        ax.set_title(f"{r['label']} (n = {r['n']})", fontsize=9, loc="left")
+    axes[-1].set_xlabel(xlabel, fontsize=9)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=2, fontsize=7, frameon=False)
+    fig.suptitle(title, fontsize=10)
     return fig
 
 

@@ -53,17 +53,30 @@ def history_beside_recorded(history: list[Mapping[str, Any]], seed: int):
     return pd.DataFrame(rows).pivot(index="field", columns="step", values=["this run", "recorded"])
 
 
+def arm_differences(results: list[Mapping[str, Any]], key: str) -> dict[str, list[float]]:
+    """Per seed, the gate arm (``waypoint``) minus each other arm on ``key`` (e.g. ``expected_parity_rate``).
+
+    The arms of one seed start from the same student and share its prompts and random
+    streams, so they are compared within the seed; an arm missing on some seed is left out.
+    """
+    b = [r["beyond_seed_metrics"] for r in sorted(results, key=lambda r: r["seed"])]
+    return {f"waypoint − {arm}": [x[f"comparison_waypoint_{key}"] - x[f"comparison_{arm}_{key}"] for x in b]
+            for arm in ARMS if arm != "waypoint" and all(f"comparison_{arm}_{key}" in x for x in b)}
+
+
 def summary_plots(results: list[Mapping[str, Any]]) -> dict[str, Figure]:
-    """Teacher-RL reward curves across seeds (recorded ones overlaid), and the arm comparison."""
+    """Teacher-RL reward curves across seeds (recorded ones overlaid), and the arms as paired per-seed differences."""
     figures = {"teacher_rl_reward.png": reward_with_recorded(
         {r["seed"]: r["curves"]["teacher_rl_reward"] for r in results}, "teacher RL reward across seeds")}
-    with_comparison = [r for r in results if "comparison_none_validation_nll" in r["beyond_seed_metrics"]]
+    with_comparison = [r for r in results if "comparison_waypoint_validation_nll" in r["beyond_seed_metrics"]]
     if with_comparison:
+        seeds = ", ".join(str(r["seed"]) for r in sorted(with_comparison, key=lambda r: r["seed"]))
         for key, label in (("expected_parity_rate", "P(even first byte)"), ("validation_nll", "validation NLL (nats/byte)")):
-            rows = {arm: [r["beyond_seed_metrics"][f"comparison_{arm}_{key}"] for r in with_comparison] for arm in ARMS
-                    if all(f"comparison_{arm}_{key}" in r["beyond_seed_metrics"] for r in with_comparison)}
-            figures[f"opd_comparison_{key}.png"] = plotting.arm_comparison(
-                rows, ylabel=label, title=f"OPD arms across seeds: {label}")
+            diffs = arm_differences(with_comparison, key)
+            if diffs:
+                figures[f"opd_comparison_{key}.png"] = plotting.paired_differences(
+                    diffs, xlabel=f"paired difference in {label}",
+                    title=f"OPD arms, {label}: gate arm minus each other arm, per seed ({seeds}), 95% t CI")
     return figures
 
 

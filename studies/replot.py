@@ -1,0 +1,93 @@
+"""Re-draw the committed figures from the committed JSON, without re-running a study or a seed.
+
+    python studies/replot.py [--only NAME ...] [--out FOLDER]
+
+After a merge changes a figure's code (or a study's JSON arrives from another branch), this
+brings every PNG in ``rendered/`` in line with the JSON beside it, in a few seconds:
+
+* ``pinterest_rlbp/``: ``policy_comparison.png``, ``lambda_frontier.png``, ``backup_study.png``
+  (from ``policy_comparison.json``, ``lambda_frontier.json``, ``backup_study.json``) and the
+  runner's ``td_loss_*.png`` and ``ips_vs_truth.png`` (from ``seed-*.json``);
+* ``waypoint_opd/``: ``effect_study.png`` (from ``effect_study.json``) and the runner's
+  ``teacher_rl_reward.png`` and ``opd_comparison_*.png`` (from ``seed-*.json``).
+
+A figure whose JSON is absent is skipped with one line saying so.  ``--out`` writes the PNGs
+to another folder (same sub-folders) instead of ``rendered/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Callable
+
+from matplotlib.figure import Figure
+
+from litrepro import methods, plotting
+from litrepro.paths import RENDERED
+
+
+def _json(path: Path) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def _seed_results(method: str) -> list[dict]:
+    from litrepro.summary import load_seed_results
+
+    return load_seed_results(RENDERED, method)
+
+
+def figures() -> dict[str, Callable[[], dict[str, Figure] | None]]:
+    """``{group: builder}``; a builder returns ``{relative png path: figure}``, or None when its JSON is absent."""
+    from litrepro.rlbp import plots as rlbp_plots
+    from litrepro.rlbp import study
+    from litrepro.waypoint import effect_study
+
+    def rlbp_studies():
+        comparison, front, backup = (_json(p) for p in (study.COMPARISON, study.FRONTIER, study.BACKUP_STUDY))
+        if comparison is None:
+            return None
+        out = {"pinterest_rlbp/policy_comparison.png": study.comparison_plot(comparison["comparisons"])}
+        if front is not None:
+            out["pinterest_rlbp/lambda_frontier.png"] = rlbp_plots.frontier_figure(front, comparison)
+        if backup is not None:
+            out["pinterest_rlbp/backup_study.png"] = study.backup_plot(backup)
+        return out
+
+    def waypoint_study():
+        data = _json(effect_study.PATH)
+        return None if data is None else {"waypoint_opd/effect_study.png": effect_study.plot(data)}
+
+    def runner(method: str):
+        def build():
+            results = _seed_results(method)
+            if not results:
+                return None
+            return {f"{method}/{name}": fig for name, fig in methods.get(method).plot_function()(results).items()}
+        return build
+
+    return {"rlbp-study": rlbp_studies, "effect-study": waypoint_study,
+            "pinterest_rlbp": runner("pinterest_rlbp"), "waypoint_opd": runner("waypoint_opd")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    builders = figures()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="+", choices=sorted(builders), help="re-draw only these groups")
+    parser.add_argument("--out", type=Path, default=RENDERED, help="folder to write into (default: rendered/)")
+    args = parser.parse_args(argv)
+    for group in args.only or builders:
+        figs = builders[group]()
+        if figs is None:
+            print(f"{group}: its JSON is not in {RENDERED}; skipped", file=sys.stderr)
+            continue
+        for rel, fig in figs.items():
+            plotting.save_png(fig, args.out / rel)
+            print(f"{group}: {rel}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
