@@ -59,9 +59,7 @@ def test_runner_and_study_figures_fit():
     figures["policy_comparison.png"] = rlbp_study.comparison_plot(comparison["comparisons"])
     front = json.loads((RENDERED / "pinterest_rlbp" / "lambda_frontier.json").read_text())
     figures["backup_study.png"] = rlbp_study.backup_plot(json.loads((RENDERED / "pinterest_rlbp" / "backup_study.json").read_text()))
-    figures["lambda_frontier.png"] = rplots.lambda_frontier(
-        front["points"], {k: tuple(v) for k, v in comparison["reference_points"].items()},
-        title=f"value vs CPC overshoot by lambda, {comparison['n_seeds']} seeds (bars: s.e.)")
+    figures["lambda_frontier.png"] = rplots.frontier_figure(front, comparison)
     figures["effect_study.png"] = effect_study.plot(effect_study.load())
     _check(figures)
 
@@ -139,3 +137,123 @@ def test_waypoint_views_agree_with_the_pipeline():
     straight = xw.tokens(key, "straightness")
     assert torch.equal(shuffled["gate"].sort().values, straight["gate"].sort().values)
     assert not torch.equal(shuffled["gate"], straight["gate"])
+
+
+# --- Figures that carry the claims: paired differences, the fixed gain on the frontier, re-drawing -----
+
+def _errorbar_interval(ax) -> tuple[float, float]:
+    """The (low, high) x of the one horizontal error bar drawn on ``ax``."""
+    from matplotlib.container import ErrorbarContainer
+
+    (bar,) = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    (segment,) = bar.lines[2][0].get_segments()                      # [[low, y], [high, y]]
+    return float(segment[0][0]), float(segment[1][0])
+
+
+def test_paired_difference_figure_draws_scipys_interval():
+    """d = (1, 2, 4): mean 7/3, 95% t interval mean ± t_{0.975, 2} · sd / sqrt 3, as scipy computes it."""
+    from scipy import stats
+
+    d = [1.0, 2.0, 4.0]
+    rows = plotting.paired_difference_rows({"a − b": d})
+    low, high = stats.t.interval(0.95, df=2, loc=sum(d) / 3, scale=stats.sem(d))
+    assert rows[0]["mean_difference"] == pytest.approx(7 / 3)
+    assert (rows[0]["ci95_low"], rows[0]["ci95_high"]) == (pytest.approx(low), pytest.approx(high))
+    by_hand = 4.302652729911275 * stats.tstd(d) / 3 ** 0.5                       # t_{0.975, 2} = 4.3026527...
+    assert high - 7 / 3 == pytest.approx(by_hand)
+    fig = plotting.paired_differences({"a − b": d, "c − d": [-1e-6, -2e-6, -1.5e-6]}, xlabel="x", title="t")
+    assert _errorbar_interval(fig.axes[0]) == (pytest.approx(low), pytest.approx(high))
+    for ax in fig.axes:                                                           # 0 is on every panel's axis
+        assert ax.get_xlim()[0] <= 0 <= ax.get_xlim()[1]
+    assert figcheck.outside_canvas(fig) == []
+
+
+def test_summary_figures_are_paired_per_seed_differences():
+    """The OPD arms and IPS - truth figures draw per-seed differences of the committed seed results."""
+    wp = _seed_results("waypoint_opd")
+    diffs = wplots.arm_differences(wp, "expected_parity_rate")
+    assert set(diffs) == {"waypoint − final_only", "waypoint − shuffled", "waypoint − matched_compute", "waypoint − none"}
+    b = [r["beyond_seed_metrics"] for r in sorted(wp, key=lambda r: r["seed"])]
+    assert diffs["waypoint − none"] == [x["comparison_waypoint_expected_parity_rate"] - x["comparison_none_expected_parity_rate"]
+                                        for x in b]
+    rl = _seed_results("pinterest_rlbp")
+    ips = rplots.ips_minus_truth(rl)
+    assert ips["learned: IPS − truth"] == [r["beyond_seed_metrics"]["learned_ips"] - r["beyond_seed_metrics"]["learned_true_value_heldout"]
+                                          for r in sorted(rl, key=lambda r: r["seed"])]
+    fig = rplots.summary_plots(rl)["ips_vs_truth.png"]
+    rows = plotting.paired_difference_rows(ips)
+    assert _errorbar_interval(fig.axes[0]) == (pytest.approx(rows[0]["ci95_low"]), pytest.approx(rows[0]["ci95_high"]))
+    assert len({ax.get_xlim() for ax in fig.axes}) == 1                      # one scale: one shared axis
+
+
+def _frontier(values, overshoots):
+    return [{"lambda": lam, "value": v, "cpc_overshoot": o} for lam, v, o in zip((0.0, 1.0, 4.0), values, overshoots)]
+
+
+def test_frontier_facts_by_hand():
+    """λ points (0.08, 1.60), (0.06, 1.54), (0.04, 1.50); the fixed gain (0.07, 1.58): the frontier at 0.07 is
+    (1.60 + 1.54) / 2 = 1.57, so the fixed gain lies 0.01 above it, and no λ beats it on both axes."""
+    front = {"points": _frontier((1.60, 1.54, 1.50), (0.08, 0.06, 0.04))}
+    comparison = {"n_seeds": 20, "reference_points": {"fixed_gain": [0.07, 1.58], "behaviour": [0.07, 1.56]}}
+    facts = rplots.frontier_facts(front, comparison)
+    assert facts["frontier_value_at_fixed_overshoot"] == pytest.approx(1.57)
+    assert facts["fixed_minus_frontier"] == pytest.approx(0.01) and facts["fixed_above_frontier"]
+    assert facts["dominating_lambdas"] == [] and not facts["paired"]
+    assert "lies above the learned λ frontier" in facts["sentence"] and "need the per-seed λ values" in facts["sentence"]
+    comparison["reference_points"]["fixed_gain"] = [0.07, 1.52]                  # now below; λ = 1 beats it on both
+    facts = rplots.frontier_facts(front, comparison)
+    assert not facts["fixed_above_frontier"] and facts["dominating_lambdas"] == [1.0]
+    assert "lies below" in facts["sentence"] and "λ = 1 has both a higher value" in facts["sentence"]
+
+
+def test_frontier_facts_paired_intervals_equal_scipys():
+    """Three seeds whose λ sweeps bracket their fixed gain: the fixed - frontier interval is scipy's paired t interval."""
+    from scipy import stats
+
+    per_seed = {"1": _frontier((1.60, 1.54, 1.50), (0.08, 0.06, 0.04)),
+                "2": _frontier((1.62, 1.55, 1.52), (0.08, 0.06, 0.04)),
+                "3": _frontier((1.58, 1.50, 1.46), (0.08, 0.06, 0.04))}
+    fixed = {"1": (1.58, 0.07), "2": (1.60, 0.07), "3": (1.55, 0.06)}
+    front = {"points": _frontier((1.60, 1.53, 1.49), (0.08, 0.06, 0.04)), "per_seed": per_seed}
+    comparison = {"n_seeds": 3, "reference_points": {"fixed_gain": [0.0667, 1.5767]},
+                  "per_seed": {s: {"fixed_gain_value": v, "fixed_gain_cpc_overshoot": o} for s, (v, o) in fixed.items()}}
+    facts = rplots.frontier_facts(front, comparison)
+    d = [1.58 - 1.57, 1.60 - 1.585, 1.55 - 1.50]                               # fixed - frontier at each seed's overshoot
+    ci = facts["fixed_minus_frontier_ci"]
+    low, high = stats.t.interval(0.95, df=2, loc=sum(d) / 3, scale=stats.sem(d))
+    assert ci["mean_difference"] == pytest.approx(sum(d) / 3)
+    assert (ci["ci95_low"], ci["ci95_high"]) == (pytest.approx(low), pytest.approx(high))
+    lam1 = next(e for e in facts["lambdas"] if e["lambda"] == 1.0)["value_minus_fixed_ci"]
+    assert lam1["mean_difference"] == pytest.approx(((1.54 - 1.58) + (1.55 - 1.60) + (1.50 - 1.55)) / 3)
+    assert facts["paired"] and "Paired per seed" in facts["sentence"]
+
+
+def test_frontier_figure_marks_the_fixed_gain_and_its_facts_read_the_committed_json():
+    comparison = json.loads((RENDERED / "pinterest_rlbp" / "policy_comparison.json").read_text())
+    front = json.loads((RENDERED / "pinterest_rlbp" / "lambda_frontier.json").read_text())
+    fig = rplots.frontier_figure(front, comparison)
+    assert any(t.get_text() == "fixed gain" for t in fig.axes[0].texts)
+    fx, fy = comparison["reference_points"]["fixed_gain"]
+    lines = [ln for ln in fig.axes[0].get_lines() if ln.get_linestyle() == "--"]
+    assert {tuple(ln.get_xdata()) for ln in lines} >= {(fx, fx)} and {tuple(ln.get_ydata()) for ln in lines} >= {(fy, fy)}
+    facts = rplots.frontier_facts(front, comparison)
+    assert facts["fixed_gain"] == {"value": fy, "cpc_overshoot": fx}
+    assert [e["lambda"] for e in facts["lambdas"]] == [p["lambda"] for p in front["points"]]
+    assert facts["sentence"]
+
+
+def test_replot_redraws_every_figure_from_json(tmp_path):
+    """``studies/replot.py`` writes every study and runner PNG from the committed JSON alone."""
+    import importlib.util
+
+    from litrepro.paths import ROOT
+
+    spec = importlib.util.spec_from_file_location("replot", ROOT / "studies" / "replot.py")
+    replot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replot)
+    assert replot.main(["--out", str(tmp_path)]) == 0
+    written = {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.png")}
+    assert written >= {"pinterest_rlbp/lambda_frontier.png", "pinterest_rlbp/backup_study.png",
+                       "pinterest_rlbp/policy_comparison.png", "pinterest_rlbp/ips_vs_truth.png",
+                       "waypoint_opd/effect_study.png", "waypoint_opd/opd_comparison_expected_parity_rate.png"}
+    assert all((tmp_path / w).stat().st_size > 1000 for w in written)
