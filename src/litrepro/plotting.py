@@ -36,6 +36,22 @@ def show(fig: Figure) -> None:
     display(Image(data=png_bytes(fig), format="png"))
 
 
+def show_file(path: Path | str) -> None:
+    """Display a committed PNG (e.g. a study's figure) in the notebook, or one line saying it is missing.
+
+    Give ``path`` from :mod:`litrepro.paths` (nbval runs a notebook in its own folder, not the root).
+    """
+    from IPython.display import Image, display
+
+    from litrepro.paths import relative
+
+    path = Path(path)
+    if not path.is_file():
+        print(f"{relative(path)} not found")
+        return
+    display(Image(filename=str(path)))
+
+
 def _figure(width: float, height: float, ncols: int = 1):
     fig = Figure(figsize=(width, height))
     axes = fig.subplots(1, ncols)

@@ -57,6 +57,16 @@ def fmt_zero(value: float, bound: float = ZERO_BOUND) -> str:
     return fmt(value)
 
 
+def display_full(table: pd.DataFrame) -> None:
+    """Display ``table`` with every row and column: pandas would elide the middle of a long one, and hide
+    the intervals the text cites.  The options hold only inside this call."""
+    from IPython.display import display
+
+    with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.max_colwidth", None,
+                           "display.width", 250):
+        display(table)
+
+
 def comparison_table(method: str, seed: int, metrics: Mapping[str, float]) -> pd.DataFrame:
     """This run's metrics beside the seed file's recorded ones (same seed, and mean ± std).
 

@@ -166,18 +166,6 @@ def metrics_table(method: str, results: list[Mapping[str, Any]]):
     return pd.DataFrame(rows).set_index("metric")
 
 
-def display_full(table) -> None:
-    """Display a DataFrame with every row and column (pandas would elide the middle of a long one).
-
-    The options hold only inside this call, so the notebook's other tables keep pandas' defaults.
-    """
-    from IPython.display import display
-
-    with pd.option_context("display.max_rows", None, "display.max_columns", None, "display.max_colwidth", None,
-                           "display.width", 250):
-        display(table)
-
-
 def calibration_table(method: str, results: list[Mapping[str, Any]]):
     """The calibration rows of ``method`` over ``results`` (both scales, Welch), as strings, and their verdicts.
 
@@ -188,17 +176,22 @@ def calibration_table(method: str, results: list[Mapping[str, Any]]):
     return (calibration.table(rows), extras["calibration_verdicts"]) if rows else (None, None)
 
 
-def study_table(path: str | Path):
+def study_table(path: str | Path, key: str | None = None):
     """The paired comparisons of a many-seed study JSON as strings, or ``None`` when absent.
 
     Accepts ``{"comparisons": [...]}`` (pinterest_rlbp) and ``{"differences": [...]}`` or a
     plain list of rows; each row has comparison, metric, n, mean_difference, ci95_low/high.
+    ``key`` names another list of such rows, dotted for a nested one (``"neighbour_differences"``
+    of ``lambda_frontier.json``, ``"headroom.oracle_minus_fixed"`` of ``backup_study.json``).
     """
     path = Path(path)
     path = path if path.is_absolute() else ROOT / path
     if not path.is_file():
         return None
     data = json.loads(path.read_text())
+    if key is not None:
+        for part in key.split("."):
+            data = data[part]
     rows = data if isinstance(data, list) else data.get("comparisons") or data.get("differences") or []
     standard = {"comparison", "metric", "n", "mean_difference", "ci95_low", "ci95_high", "verdict"}
     extra = sorted({k for r in rows for k in r} - standard)       # e.g. student_start, teacher_rl_rollouts
@@ -239,6 +232,19 @@ def backup_figure(path: str | Path):
     path = Path(path)
     path = path if path.is_absolute() else ROOT / path
     return backup_plot(json.loads(path.read_text())) if path.is_file() else None
+
+
+def frontier_figure(folder: str | Path):
+    """``pinterest_rlbp``'s λ frontier with the fixed gain marked (``litrepro.rlbp.plots.frontier_figure``) from
+    ``folder``'s ``lambda_frontier.json`` and ``policy_comparison.json``, or ``None`` when either is absent."""
+    from litrepro.rlbp.plots import frontier_figure as draw
+
+    folder = Path(folder)
+    folder = folder if folder.is_absolute() else ROOT / folder
+    front, comparison = folder / "lambda_frontier.json", folder / "policy_comparison.json"
+    if not (front.is_file() and comparison.is_file()):
+        return None
+    return draw(json.loads(front.read_text()), json.loads(comparison.read_text()))
 
 
 def checks_per_seed(results: list[Mapping[str, Any]]):
