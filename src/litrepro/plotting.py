@@ -101,7 +101,8 @@ def estimate_vs_truth(rows: Mapping[str, Mapping[str, Sequence[float]]], title: 
     (spread = std across seeds) or one entry with ``*_err`` error bars.  The axis
     spans the points, not 0: the figures lie near 1.6, and their gaps are what matters.
     """
-    fig, ax = _figure(6.4, 3.6)
+    fig = Figure(figsize=(6.4, 3.6), layout="constrained")
+    ax = fig.subplots()
     names = list(rows)
     x = np.arange(len(names))
     for offset, key, label, marker in ((-0.12, "ips", "ordinary IPS (held-out log)", "o"),
@@ -115,8 +116,7 @@ def estimate_vs_truth(rows: Mapping[str, Mapping[str, Sequence[float]]], title: 
     ax.margins(y=0.15)
     ax.grid(axis="y", lw=0.4, alpha=0.5)
     ax.set(ylabel="mean reward per decision", title=title)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2, frameon=False)  # below the axes
-    fig.tight_layout()
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=2, frameon=False)
     return fig
 
 
