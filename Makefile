@@ -64,3 +64,8 @@ rlbp-study: install
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
+
+# Re-draw every committed PNG from the committed JSON (no study or seed re-runs; a few seconds).
+.PHONY: replot
+replot:
+	$(BIN)/python studies/replot.py
