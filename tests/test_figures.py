@@ -257,3 +257,24 @@ def test_replot_redraws_every_figure_from_json(tmp_path):
                        "pinterest_rlbp/policy_comparison.png", "pinterest_rlbp/ips_vs_truth.png",
                        "waypoint_opd/effect_study.png", "waypoint_opd/opd_comparison_expected_parity_rate.png"}
     assert all((tmp_path / w).stat().st_size > 1000 for w in written)
+
+
+def test_study_tables_display_every_row(capsys):
+    """The effect study's 112 rows and the frontier's neighbour rows print in full, not elided by pandas."""
+    from litrepro import report, summary
+    from litrepro.waypoint import effect_study
+
+    data = effect_study.load()
+    table = summary.study_table(effect_study.PATH)
+    assert len(table) == len(data["differences"])
+    report.display_full(table)
+    shown = capsys.readouterr().out
+    assert "..." not in shown and shown.count("\n") >= len(data["differences"]) + 2
+    front = summary.study_table(RENDERED / "pinterest_rlbp" / "lambda_frontier.json", key="neighbour_differences")
+    assert len(front) == len(json.loads((RENDERED / "pinterest_rlbp" / "lambda_frontier.json").read_text())["neighbour_differences"])
+    head = summary.study_table(RENDERED / "pinterest_rlbp" / "backup_study.json", key="headroom.oracle_minus_fixed")
+    assert list(head.index.get_level_values("comparison"))[0].endswith("- fixed_gain")
+    assert summary.frontier_figure(RENDERED / "pinterest_rlbp") is not None
+    plotting.show_file(effect_study.PLOT)
+    plotting.show_file(RENDERED / "no-such-figure.png")
+    assert "rendered/no-such-figure.png not found" in capsys.readouterr().out
