@@ -205,28 +205,43 @@ def arm_curves_figure(comparison: Mapping[str, Any], title: str = "") -> Figure:
 
 
 def calibration_figure(rows: list[Mapping[str, Any]], title: str = "") -> Figure:
-    """z of every recorded figure, with the +-3 band; figures without a z (recorded std 0) are listed as such."""
+    """z of every recorded figure at both scales, with the +-3 band.
+
+    Filled circle: z against the recorded SD of the values as logged (per step for a
+    history field); open diamond: z against the SD of the seed file's per-seed means
+    (:mod:`litrepro.calibration`).  For a metric, logged once per seed, the two coincide.
+    Figures without a z (recorded SD 0, the means differ) are listed as such.
+    """
     rows = list(rows)
-    fig = Figure(figsize=(7.2, 0.6 + 0.26 * max(len(rows), 1)), layout="constrained")
+    fig = Figure(figsize=(7.2, 0.9 + 0.26 * max(len(rows), 1)), layout="constrained")
     ax = fig.subplots()
     names = [r["figure"] for r in rows]
-    zs = [r["z"] for r in rows]
     y = np.arange(len(rows))[::-1]
     ax.axvspan(-3, 3, color="C2", alpha=0.12, label="|z| ≤ 3")
     ax.axvline(0, color="k", lw=0.6)
-    lim = max([3.5] + [abs(z) + 0.5 for z in zs if z is not None])
-    for yi, z, r in zip(y, zs, rows):
-        if z is None:
+    zs = [z for r in rows for z in (r["z"], r.get("z_per_seed")) if z is not None]
+    lim = max([3.5] + [abs(z) + 0.5 for z in zs])
+    labelled = set()
+    for yi, r in zip(y, rows):
+        if r["z"] is None and r.get("z_per_seed") is None:
             ax.text(0, yi, "no z: recorded std 0", ha="center", va="center", fontsize=7, color="0.4")
             continue
-        colour = "C3" if abs(z) > 3 and not r.get("explanation") else "C0"
-        ax.plot([z], [yi], "o", color=colour, ms=5)
+        for key, marker, label in (("z", "o", "z: recorded SD (as logged)"),
+                                   ("z_per_seed", "D", "z: SD of recorded per-seed means")):
+            z = r.get(key)
+            if z is None:
+                continue
+            colour = "C3" if abs(z) > 3 and not r.get("explanation") else "C0"
+            ax.plot([z], [yi], marker, color=colour, ms=5 if marker == "o" else 6,
+                    mfc=colour if marker == "o" else "none", mew=1.2,
+                    label=label if key not in labelled else None)
+            labelled.add(key)
     ax.set_yticks(y, names, fontsize=7)
     ax.set_xlim(-lim, lim)
     ax.set_ylim(-0.7, len(rows) - 0.3)
-    ax.set_xlabel("z = (this run − recorded mean) / recorded std")
+    ax.set_xlabel("z = (this run − recorded mean) / SD;  red: beyond 3, unexplained", fontsize=9)
     ax.set_title(title or "calibration: every recorded figure", fontsize=10)
-    ax.legend(fontsize=7, loc="lower right")
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=7, frameon=False)
     return fig
 
 
