@@ -47,9 +47,10 @@ ZERO_BOUND = 1e-12
 #: Welch p below this is listed in :func:`verdicts`.
 ALPHA = 0.05
 #: What "calibrated" means in this project, for the prose to print.
-DEFINITION = ("calibrated means calibrated on the recorded scale: |z| <= 3, where z = (this run's mean - the "
+DEFINITION = ("'calibrated' here means within 3 SDs on the recorded scale: |z| <= 3, where z = (this run's mean - the "
               "recorded mean) / the recorded SD of the values as the seed file logs them (per step, pooled over steps "
-              "and seeds, for a history field; one value per seed for a metric)")
+              "and seeds, for a history field; one value per seed for a metric); the SD of the seed file's per-seed "
+              "means is the stricter scale, reported beside it")
 
 
 def _mean_sd(values: Iterable[float]) -> tuple[float, float | None, int]:
