@@ -12,7 +12,8 @@ module sets this run's values beside the recorded ones at two scales:
 with sample SDs (ddof = 1) and m the pooled mean (equal to the mean of the
 per-seed means when every seed logs the same number of steps).  For a metric,
 logged once per seed, the two scales coincide.  A history field's per-step SD
-holds the within-seed spread too, so its ``z`` is the gentler of the two.
+holds the within-seed spread too, so its ``z`` is usually the gentler of the two
+(not always: with little within-seed spread the pooled SD can be the smaller).
 
 Beside them, a Welch t-test over seeds compares this run's per-seed means with
 the seed file's (unequal variances):
@@ -50,7 +51,7 @@ ALPHA = 0.05
 DEFINITION = ("'calibrated' here means within 3 SDs on the recorded scale: |z| <= 3, where z = (this run's mean - the "
               "recorded mean) / the recorded SD of the values as the seed file logs them (per step, pooled over steps "
               "and seeds, for a history field; one value per seed for a metric); the SD of the seed file's per-seed "
-              "means is the stricter scale, reported beside it")
+              "means (the seed-to-seed spread) gives the second z, reported beside it")
 
 
 def _mean_sd(values: Iterable[float]) -> tuple[float, float | None, int]:
