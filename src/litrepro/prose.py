@@ -125,8 +125,10 @@ def mean_sd(mean: float, sd: float, sig: int = 4) -> str:
     """
     if sd > 0 and math.isfinite(sd):
         decimals = max(0, 1 - math.floor(math.log10(sd)))
-        return f"{mean:.{decimals}f} ± {sd:.{decimals}f}"
-    return f"{value(mean, sig, sign=False)} ± {value(sd, 2, sign=False) if sd else '0'}"
+        if decimals <= 6:
+            return f"{mean:.{decimals}f} ± {sd:.{decimals}f}"
+        return f"{mean:.2g} ± {sd:.2g}"
+    return f"{mean:.{sig}g} ± 0"
 
 
 def z(x: float) -> str:
