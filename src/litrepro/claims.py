@@ -71,6 +71,14 @@ NOTEBOOKS = ("notebooks/pinterest_rlbp.ipynb", "notebooks/waypoint_opd.ipynb", "
 CODE_CONSTANTS: tuple[tuple[str, str, str], ...] = (
     ("litrepro.report", "ZERO_BOUND", "figures that are zero by contract print as this bound"),
     ("litrepro.rlbp.experiment", "EXACT", "tolerance of the exact replays of pinterest_rlbp's checks"),
+    ("litrepro.rlbp.experiment", "TD_REFERENCE_RTOL", "tolerance of the TD-loss reference in opposite_backup_directions"),
+    ("litrepro.rlbp.experiment", "CONTROL_MARGIN", "margins of actual_reward_regression_update"),
+    ("litrepro.rlbp.experiment", "NEGLIGIBLE", "the probability below which a served action counts as negligible"),
+    ("litrepro.rlbp.experiment", "LAMBDAS", "the lambda values of the trade-off sweep"),
+    ("litrepro.rlbp.simulator", "KIND_SHARES", "the simulator's campaign-kind shares"),
+    ("litrepro.rlbp.simulator", "BETA", "the simulator's budget-share ranges per kind"),
+    ("litrepro.rlbp.simulator", "MARGIN", "the simulator's target-CPC margin ranges per kind"),
+    ("litrepro.waypoint.audit", "REL_TOL", "relative tolerance of the waypoint audit's recomputations"),
     ("litrepro.rlbp.fixtures", "CPC_FIXTURE", "the hand fixture of CPC_reduction_retains_negative_sign"),
     ("litrepro.rlbp.fixtures", "IPS_FIXTURE", "the hand fixture of ordinary_IPS_not_self_normalized"),
     ("litrepro.claims", "QUOTED_CHECK_CONSTANTS", "literals inside checks, see below"),
@@ -527,6 +535,8 @@ def stated_values(root: Path) -> list[float]:
     vals.append(inspect.signature(stats.paired_ci).parameters["confidence"].default)  # "95%" intervals
     for module, attr, _why in CODE_CONSTANTS:
         v = getattr(importlib.import_module(module), attr)
+        if hasattr(v, "tolist"):          # a tensor of constants
+            v = v.tolist()
         if attr == "QUOTED_CHECK_CONSTANTS":
             v = [value for value, _module in v.values()]
         vals += _flat(v)
