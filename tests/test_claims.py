@@ -121,9 +121,9 @@ def test_a_missing_or_unknown_block_is_reported(tree):
     ("The learned policy trails by 0.0132.", False),
     ("It wins in 3 of 4 conditions.", False),                         # a tally
     ("A share of 37 % is over target.", False),
-    ("The third action is below 10⁻³ on most states.", False),
+    ("The third action is below 10⁻⁴ on most states.", False),
     ("The gradient norm is 1.5e-3 here.", False),
-    ("The ratio is +3 after training.", False),
+    ("The ratio is +17 after training.", False),
     ("The pretraining learning rate 0.0150 is ours.", True),          # a parameter at more digits is still the parameter
     ("The pretraining learning rate 0.016 is ours.", False),
 ])

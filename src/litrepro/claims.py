@@ -417,7 +417,14 @@ def split_blocks(text: str, where: str) -> tuple[list[tuple[str, int, int]], lis
 
 def render(name: str, root: Path) -> str:
     """The block's inner text as the page stores it: a newline, the generated markdown, a newline."""
-    return "\n" + _BLOCKS[name][1](root).strip("\n") + "\n"
+    page, fn = _BLOCKS[name]
+    try:
+        text = fn(root)
+    except ClaimsError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError) as err:   # a JSON without the field a block reads
+        raise ClaimsError(f"{page}: block {name!r} cannot be generated: its JSON lacks or mangles {err!s}") from None
+    return "\n" + text.strip("\n") + "\n"
 
 
 def outside_blocks(text: str, spans: list[tuple[str, int, int]]) -> str:
@@ -485,6 +492,8 @@ def _parse(m: re.Match) -> Number | None:
             mant, decimals, e = "1", 0, int(pow_exp.translate(_SUPER))
     x = float(mant) * 10.0 ** e
     tol = 0.5 * 10.0 ** (e - decimals)
+    if m.group("bare_pow"):              # a power of ten names an exact threshold, not a rounded figure
+        tol = 1e-9 * x
     if m.group("pct"):
         x, tol = x / 100.0, tol / 100.0
     if sign in ("-", "−"):
