@@ -159,7 +159,7 @@ def headline_methods(root: Path) -> str:
         rows.append([f"`{method}`", seed_text, prose.count(k, n, "seed checks"), false_text,
                      prose.count(ke, ne, "our checks")])
     return ("Checks true on every rendered seed (`rendered/<method>/summary.json`; a check counts as true only when it "
-            "holds on every seed):\n\n" + _table(["method", "seeds", "seed-file checks true", "false, as the seed records",
+            "holds on every seed):\n\n" + _table(["method", "seeds", "seed-file checks true", "false (reasons in `check_notes`)",
                                                   "our extra checks true"], rows))
 
 
