@@ -148,3 +148,9 @@ def test_cli_dispatch_exit_status(tree, capsys):
     assert "README.md: line" in capsys.readouterr().err
     edit_json(tree, "rendered/pinterest_rlbp/backup_study.json", lambda d: d.pop("headroom"))
     assert cli_main(["claims", "--write", "--root", str(tree)]) == 2    # a malformed JSON: one line, exit 2
+
+
+def test_pass_rates_name_the_checks_that_did_not_always_hold():
+    assert claims._pass_rates({"max_min": {"a": 1.0, "b": 1.0}}, 20) == \
+        "all 2 checks held on every seed of every backup (1 backups × 20 seeds)."
+    assert claims._pass_rates({"max_min": {"a": 1.0, "b": 0.95}}, 20) == "`b` held on 95.0 % of the seeds of `max_min`."

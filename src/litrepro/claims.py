@@ -156,8 +156,7 @@ def headline_methods(root: Path) -> str:
         seeds = s["seeds"]
         seed_text = f"{seeds[0]}–{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else ", ".join(map(str, seeds))
         false_text = ", ".join(f"`{c}`" for c in false) if false else "none"
-        rows.append([f"`{method}`", seed_text, prose.count(k, n, "seed checks"), false_text,
-                     prose.count(ke, ne, "our checks")])
+        rows.append([f"`{method}`", seed_text, prose.count(k, n, "checks"), false_text, prose.count(ke, ne, "checks")])
     return ("Checks true on every rendered seed (`rendered/<method>/summary.json`; a check counts as true only when it "
             "holds on every seed):\n\n" + _table(["method", "seeds", "seed-file checks true", "false (reasons in `check_notes`)",
                                                   "our extra checks true"], rows))
@@ -186,11 +185,22 @@ def headline_rlbp_study(root: Path) -> str:
            f"{prose.count(best_n, n, 'seeds')}; best constant − fixed gain {prose.estimate(room['best_constant - fixed_gain'])}, "
            f"best per campaign kind − fixed gain {prose.estimate(room['best_per_kind - fixed_gain'])}, "
            f"best per campaign − fixed gain {prose.estimate(room['best_per_campaign - fixed_gain'])}.",
-           f"- Learned policy against the fixed gain: {prose.tally_sentence([x['learned_minus_fixed'] for x in b['backups']], noun='backups')}.",
+           f"- Learned policy against the fixed gain: {prose.tally_sentence([x['learned_minus_fixed'] for x in b['backups']], noun='backups')} "
+           f"(`max_min` is the seed's backup; the others are ours).",
+           f"- Checks: {_pass_rates(b['check_pass_rates'], n)}",
            "",
            _table(["critic backup", "learned − fixed gain", "reads", "share of the per-kind headroom", "learned − best per kind"],
                   [_backup_row(x) for x in b["backups"]])]
     return "\n".join(out)
+
+
+def _pass_rates(rates: dict[str, dict[str, float]], n: int) -> str:
+    """``'all 23 checks held on every seed of every backup'``, or the checks that did not, with their pass rates."""
+    names = sorted({c for per in rates.values() for c in per})
+    short = [(b, c, r) for b, per in sorted(rates.items()) for c, r in sorted(per.items()) if r < 1.0]
+    if not short:
+        return f"all {len(names)} checks held on every seed of every backup ({len(rates)} backups × {n} seeds)."
+    return "; ".join(f"`{c}` held on {prose.percent(r, 3, sign=False)} of the seeds of `{b}`" for b, c, r in short) + "."
 
 
 def _effect_groups(rows: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
