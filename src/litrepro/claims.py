@@ -28,16 +28,18 @@ are not read. In the rest, a number is
 A result-like number is allowed only when it is a *stated value*: it equals, at the precision it is
 printed with, one of
 
-- a value in ``parameters/*.yaml`` or a default of the methods' config classes (a parameter);
-- a figure recorded in the seed files (their shipped copy, ``src/litrepro/recorded_figures/``, which
-  ``tests/test_recorded.py`` checks against the files), or one derived from them in :func:`stated_values`
-  (the TD-loss ratio after/before of each recorded seed);
-- a constant of the code listed in :data:`CODE_CONSTANTS` (thresholds of checks, fixture inputs),
-  read by importing it, or the confidence level of :func:`litrepro.stats.paired_ci` ("95%").
+- a *parameter*: a value in ``parameters/*.yaml``, a default of the methods' config classes, a constant
+  of the code listed in :data:`CODE_CONSTANTS` (thresholds of checks, fixture inputs, the simulator's
+  ranges), read by importing it, or the confidence level of :func:`litrepro.stats.paired_ci` ("95%");
+- a *seed-contract value*: a metric recorded in the seed files (each recorded seed's value, and the
+  recorded mean and SD over seeds; their shipped copy, ``src/litrepro/recorded_figures/``, which
+  ``tests/test_recorded.py`` checks against the files), or each recorded seed's TD-loss ratio after/before.
 
-A percentage is compared as a share (``25 %`` is 0.25). "k of n" is never a stated value. Anything
-else — a typed mean, a typed interval bound, a typed share — fails the check: put it in a generated
-block, or print it from a notebook code cell through :mod:`litrepro.prose`.
+Three narrowings keep coincidences out: a number written with ``+`` or ``±`` is a difference, a z-score
+or a band and is never a stated value; one written with a minus sign must quote a negative value; a
+percentage may quote only a parameter (a share the design fixes). "k of n" is never a stated value.
+Anything else — a typed mean, bound, share or tally — fails the check: put it in a generated block, or
+print it from a notebook code cell through :mod:`litrepro.prose`.
 """
 
 from __future__ import annotations
@@ -532,40 +534,52 @@ def _flat(obj: Any) -> Iterator[float]:
             yield from _flat(v)
 
 
-def stated_values(root: Path) -> list[float]:
-    """The values prose may quote: parameters, config defaults, the seed files' figures, code constants."""
-    vals: list[float] = []
+def stated_values(root: Path) -> dict[str, list[float]]:
+    """The values prose may quote, by kind: ``parameter`` (parameter files, config defaults, code constants)
+    and ``seed`` (the seed files' recorded metrics, per seed and aggregated, and each seed's TD-loss ratio)."""
+    params: list[float] = []
     for path in sorted((root / "parameters").glob("*.yaml")):
-        vals += _flat(yaml.safe_load(path.read_text(encoding="utf-8")))
+        params += _flat(yaml.safe_load(path.read_text(encoding="utf-8")))
     for module, cls in (("litrepro.rlbp.config", "RLBPConfig"), ("litrepro.waypoint.config", "WaypointConfig")):
         try:
             cfg = getattr(importlib.import_module(module), cls)()
         except Exception:  # noqa: BLE001 - a config that cannot be built is reported by its own tests
             continue
-        vals += _flat(dataclasses.asdict(cfg))
-    figures = root / "src" / "litrepro" / "recorded_figures"
-    for path in sorted(figures.glob("*.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
-        vals += _flat({k: v for k, v in data.items() if not k.startswith("_")})
-        for row in data.get("per_seed", []):      # derived: each seed's TD-loss ratio after / before
-            m = row.get("metrics", {})
-            if m.get("td_loss_before"):
-                vals.append(m["td_loss_after"] / m["td_loss_before"])
-    vals.append(inspect.signature(stats.paired_ci).parameters["confidence"].default)  # "95%" intervals
+        params += _flat(dataclasses.asdict(cfg))
+    params.append(inspect.signature(stats.paired_ci).parameters["confidence"].default)  # "95%" intervals
     for module, attr, _why in CODE_CONSTANTS:
         v = getattr(importlib.import_module(module), attr)
         if hasattr(v, "tolist"):          # a tensor of constants
             v = v.tolist()
         if attr == "QUOTED_CHECK_CONSTANTS":
             v = [value for value, _module in v.values()]
-        vals += _flat(v)
-    return vals
+        params += _flat(v)
+    seed: list[float] = []
+    figures = root / "src" / "litrepro" / "recorded_figures"
+    for path in sorted(figures.glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        seed += _flat(data.get("metrics", {}))                 # the recorded mean, SD and n of each metric
+        for row in data.get("per_seed", []):
+            m = row.get("metrics", {})
+            seed += _flat(m)                                   # each recorded seed's metrics
+            if m.get("td_loss_before"):                        # derived: that seed's TD-loss ratio after / before
+                seed.append(m["td_loss_after"] / m["td_loss_before"])
+    return {"parameter": params, "seed": seed}
 
 
-def is_stated(n: Number, values: list[float]) -> bool:
-    """Whether ``n`` prints a stated value at its precision (a sign-less number may quote either sign)."""
-    for v in values:
-        for candidate in ((v,) if n.text[:1] in "+-−±" else (v, -v)):
+def is_stated(n: Number, values: dict[str, list[float]]) -> bool:
+    """Whether ``n`` prints a stated value at its precision.
+
+    A number with ``+`` or ``±`` is a difference or a z-score, never a stated value; one with a minus sign
+    must quote a negative value; an unsigned one may quote either sign. A percentage may quote only a
+    parameter (a share the design fixes), never a recorded figure.
+    """
+    if n.text[:1] in "+±":
+        return False
+    pool = values["parameter"] if n.text.endswith("%") else values["parameter"] + values["seed"]
+    signed = n.text[:1] in "-−"
+    for v in pool:
+        for candidate in ((v,) if signed else (v, -v)):
             if abs(candidate - n.value) <= n.tolerance * (1 + 1e-9) + 1e-15 * abs(v):
                 return True
     return False
@@ -579,7 +593,7 @@ def _sentence(text: str, pos: int) -> str:
     return s if len(s) <= 200 else s[:197] + "..."
 
 
-def scan_prose(text: str, where: str, values: list[float], original: str | None = None) -> list[str]:
+def scan_prose(text: str, where: str, values: dict[str, list[float]], original: str | None = None) -> list[str]:
     """Problems: each result number in ``text`` (already blanked outside prose) that is not a stated value."""
     shown = original if original is not None else text
     problems = []
