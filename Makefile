@@ -34,7 +34,7 @@ corpus: install
 
 reproduce: corpus
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --force
-	$(MAKE) claims
+	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # README.md and docs/*.md: regenerate every result block from the committed JSON (litrepro.claims)
 claims: install
@@ -62,13 +62,13 @@ bench: install
 effect-study: corpus
 	$(BIN)/python studies/waypoint_effect_study.py --seeds 42-57
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
-	$(MAKE) claims
+	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # pinterest_rlbp: 20 seeds x 4 critic backups, the headroom and 8/16 logged days, paired CIs (about 15 min on 2 cores)
 rlbp-study: install
 	$(BIN)/python studies/rlbp_policy_study.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
-	$(MAKE) claims
+	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
