@@ -18,7 +18,7 @@ export MPLBACKEND ?= Agg
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: install reproduce test lab explore bench corpus clean effect-study rlbp-study
+.PHONY: install reproduce test lab explore bench corpus clean effect-study rlbp-study claims
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,14 @@ corpus: install
 
 reproduce: corpus
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --force
+	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
+
+# README.md and docs/*.md: regenerate every result block from the committed JSON (litrepro.claims)
+claims: install
+	$(BIN)/python -m litrepro claims --write
 
 test: install
+	$(BIN)/python -m litrepro claims --check
 	$(BIN)/python -m pytest tests $(NBVAL) rendered
 
 lab: install
@@ -56,11 +62,13 @@ bench: install
 effect-study: corpus
 	$(BIN)/python studies/waypoint_effect_study.py --seeds 42-57
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
+	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # pinterest_rlbp: 20 seeds x 4 critic backups, the headroom and 8/16 logged days, paired CIs (about 15 min on 2 cores)
 rlbp-study: install
 	$(BIN)/python studies/rlbp_policy_study.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
+	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

@@ -296,6 +296,14 @@ def one_line(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["claims"]:  # generated result blocks and the rule for numbers: litrepro.claims
+        from litrepro.claims import main as claims_main
+        try:
+            return claims_main(argv[1:])
+        except LitreproError as err:
+            print(one_line(f"litrepro: error: {err}"), file=sys.stderr)
+            return 2
     args = build_parser().parse_args(argv)
     try:
         return cmd_run(args) if args.command == "run" else cmd_fetch(args)

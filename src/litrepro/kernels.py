@@ -399,7 +399,8 @@ _SNAPSHOT: dict[str, Any] | None = None
 #: litrepro modules the method notebooks import that :func:`bootstrap` leaves out: ``litrepro.stats``
 #: imports scipy, which adds two warning filters at import, so preloading it would give a
 #: ``pinterest_rlbp`` notebook (which never imports scipy) filters that a fresh kernel does not have.
-NOT_PRELOADED = ("litrepro.stats",)
+#: ``litrepro.prose`` and ``litrepro.findings`` (the finding sentences) import ``litrepro.stats``.
+NOT_PRELOADED = ("litrepro.stats", "litrepro.prose", "litrepro.findings")
 
 
 def _watched_objects() -> list[Any]:

@@ -18,7 +18,9 @@ from litrepro.paths import NOTEBOOKS, PACKAGE, PARAMETERS, ROOT
 
 #: Shared modules every method notebook imports (the runner and CLI are not sources).
 SHARED_MODULES = ("__init__.py", "atomic.py", "errors.py", "guard.py", "params.py", "paths.py",
-                  "plotting.py", "recorded.py", "report.py", "seeding.py")
+                  "plotting.py", "recorded.py", "report.py", "seeding.py", "stats.py", "prose.py", "findings.py")
+#: Committed study outputs a method notebook reads and prints findings from (``litrepro.findings``).
+STUDY_OUTPUTS = {"pinterest_rlbp": ("backup_study.json",), "waypoint_opd": ("effect_study.json",)}
 SUBPACKAGE = {"pinterest_rlbp": "rlbp", "waypoint_opd": "waypoint"}
 PACKAGES = ("torch", "numpy", "pandas", "matplotlib", "papermill", "nbclient", "ipykernel", "pyyaml")
 
@@ -32,6 +34,7 @@ def source_files(method: str) -> list[Path]:
     files = [PACKAGE / name for name in SHARED_MODULES]
     files += sorted((PACKAGE / SUBPACKAGE[method]).glob("*.py"))
     files += [NOTEBOOKS / f"{method}.ipynb", PARAMETERS / f"{method}.yaml", PACKAGE / "recorded_figures" / f"{method}.json"]
+    files += [p for p in (ROOT / "rendered" / method / name for name in STUDY_OUTPUTS.get(method, ())) if p.exists()]
     return files
 
 

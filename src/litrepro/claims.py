@@ -1,0 +1,697 @@
+"""Every result number a reader sees comes from the committed JSON: generated blocks, and a check.
+
+``python -m litrepro claims --write`` regenerates the blocks; ``python -m litrepro claims --check``
+(part of ``make test``) reads JSON only, takes a few seconds, and exits 1 naming the file and the
+sentence when
+
+1. a generated block in README.md or ``docs/*.md`` differs from what the committed JSON gives now;
+2. a registered block is missing from its page, or a page names a block nobody generates;
+3. a *result number* appears in README.md, ``docs/*.md`` or a notebook's markdown cell outside a
+   generated block.
+
+A generated block is the text between ``<!-- BEGIN litrepro:NAME -->`` and ``<!-- END litrepro:NAME -->``.
+Its text is made by the function registered under NAME with :func:`block`; it formats every figure with
+:mod:`litrepro.prose` (values rounded once, bounds rounded outward, words from the interval).
+A new study adds one such function (a few lines) and a marker pair on the page that shows it.
+
+The rule for numbers outside generated blocks
+--------------------------------------------
+Code (fenced blocks and inline ``code`` spans), link targets, URLs and HTML comments are not prose and
+are not read. In the rest, a number is
+
+- *structural*, and allowed, when it is a plain integer (no sign, no decimal point, no exponent, no
+  ``%``): a seed, a count of things the design fixes, a section number, a size in bytes;
+- a *result-like number* otherwise: it has a decimal point, an exponent or a power of ten (``1e-12``,
+  ``10⁻³``), a percent sign, or a sign (``+3``, ``−0.5``); and so is every count written "k of n"
+  (a tally of outcomes).
+
+A result-like number is allowed only when it is a *stated value*: it equals, at the precision it is
+printed with, one of
+
+- a *parameter*: a value in ``parameters/*.yaml``, a default of the methods' config classes, a constant
+  of the code listed in :data:`CODE_CONSTANTS` (thresholds of checks, fixture inputs, the simulator's
+  ranges), read by importing it, or the confidence level of :func:`litrepro.stats.paired_ci` ("95%");
+- a *seed-contract value*: a metric recorded in the seed files (each recorded seed's value, and the
+  recorded mean and SD over seeds; their shipped copy, ``src/litrepro/recorded_figures/``, which
+  ``tests/test_recorded.py`` checks against the files), or each recorded seed's TD-loss ratio after/before.
+
+Three narrowings keep coincidences out: a number written with ``+`` or ``±`` is a difference, a z-score
+or a band and is never a stated value; one written with a minus sign must quote a negative value; a
+percentage may quote only a parameter (a share the design fixes). "k of n" is never a stated value.
+Anything else — a typed mean, bound, share or tally — fails the check: put it in a generated block, or
+print it from a notebook code cell through :mod:`litrepro.prose`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import json
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import yaml
+
+from litrepro import atomic, prose, stats
+from litrepro.errors import UsageError
+from litrepro.paths import ROOT
+
+BEGIN = "<!-- BEGIN litrepro:{name} -->"
+END = "<!-- END litrepro:{name} -->"
+MARKER = re.compile(r"^<!-- (BEGIN|END) litrepro:([A-Za-z0-9_.-]+) -->[ \t]*$", re.M)  # a marker is a line of its own
+
+#: Notebooks whose markdown cells must hold no result number.
+NOTEBOOKS = ("notebooks/pinterest_rlbp.ipynb", "notebooks/waypoint_opd.ipynb", "notebooks/summary.ipynb",
+             "notebooks/sweep_summary.ipynb", "notebooks/explore_pinterest_rlbp.ipynb",
+             "notebooks/explore_waypoint_opd.ipynb")
+
+#: Constants of the code that prose may quote: (module, attribute, why prose quotes it).
+CODE_CONSTANTS: tuple[tuple[str, str, str], ...] = (
+    ("litrepro.report", "ZERO_BOUND", "figures that are zero by contract print as this bound"),
+    ("litrepro.rlbp.experiment", "EXACT", "tolerance of the exact replays of pinterest_rlbp's checks"),
+    ("litrepro.rlbp.experiment", "TD_REFERENCE_RTOL", "tolerance of the TD-loss reference in opposite_backup_directions"),
+    ("litrepro.rlbp.experiment", "CONTROL_MARGIN", "margins of actual_reward_regression_update"),
+    ("litrepro.rlbp.experiment", "NEGLIGIBLE", "the probability below which a served action counts as negligible"),
+    ("litrepro.rlbp.experiment", "LAMBDAS", "the lambda values of the trade-off sweep"),
+    ("litrepro.rlbp.simulator", "KIND_SHARES", "the simulator's campaign-kind shares"),
+    ("litrepro.rlbp.simulator", "BETA", "the simulator's budget-share ranges per kind"),
+    ("litrepro.rlbp.simulator", "MARGIN", "the simulator's target-CPC margin ranges per kind"),
+    ("litrepro.waypoint.audit", "REL_TOL", "relative tolerance of the waypoint audit's recomputations"),
+    ("litrepro.rlbp.fixtures", "CPC_FIXTURE", "the hand fixture of CPC_reduction_retains_negative_sign"),
+    ("litrepro.rlbp.fixtures", "IPS_FIXTURE", "the hand fixture of ordinary_IPS_not_self_normalized"),
+    ("litrepro.claims", "QUOTED_CHECK_CONSTANTS", "literals inside checks, see below"),
+)
+
+#: Values the notebooks' mechanism text quotes that are literals inside a check or a fixture (no importable
+#: name): ``{name: (value, module whose source holds the literal)}``. ``tests/test_claims.py`` asserts that each
+#: literal still occurs in its module, so a changed threshold cannot leave the text behind unnoticed.
+QUOTED_CHECK_CONSTANTS: dict[str, tuple[Any, str]] = {
+    "ips_fixture_weights": ((2, 0.5, 0.2), "litrepro.rlbp.fixtures"),
+    "ips_fixture_hand_value": (0.8, "litrepro.rlbp.fixtures"),
+    "auction_draws_tolerance": (0.01, "litrepro.rlbp.experiment"),
+}
+
+_BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {}
+
+
+class ClaimsError(UsageError):
+    """A JSON a block needs is missing or malformed (one line, exit status 2)."""
+
+
+def block(name: str, page: str) -> Callable[[Callable[[Path], str]], Callable[[Path], str]]:
+    """Register ``fn(root) -> markdown`` as the generator of block ``name``, shown on ``page`` (relative to the root)."""
+    def register(fn: Callable[[Path], str]) -> Callable[[Path], str]:
+        if name in _BLOCKS:
+            raise ValueError(f"block {name!r} registered twice")
+        _BLOCKS[name] = (page, fn)
+        return fn
+    return register
+
+
+def blocks() -> dict[str, tuple[str, Callable[[Path], str]]]:
+    """``{name: (page, generator)}`` of every registered block."""
+    return dict(_BLOCKS)
+
+
+def load(root: Path, rel: str) -> Any:
+    """The JSON at ``root/rel``; a missing or malformed file is one line naming it."""
+    path = root / rel
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ClaimsError(f"{rel}: missing (a generated block reads it)") from None
+    except (OSError, ValueError) as err:
+        raise ClaimsError(f"{rel}: unreadable: {err}") from None
+
+
+# --------------------------------------------------------------------------- the generated blocks
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _name(s: str) -> str:
+    return s.replace("_", " ")
+
+
+def _checks_line(summary: dict, key: str) -> tuple[int, int, list[str]]:
+    checks = summary.get(key, {})
+    true = [k for k, v in checks.items() if v is True]
+    false = sorted(k for k, v in checks.items() if v is False)
+    return len(true), len([v for v in checks.values() if isinstance(v, bool)]), false
+
+
+@block("headline-methods", "README.md")
+def headline_methods(root: Path) -> str:
+    """Per method: the rendered seeds and how many of the seed's checks and ours hold on all of them."""
+    rows = []
+    for method in ("pinterest_rlbp", "waypoint_opd"):
+        s = load(root, f"rendered/{method}/summary.json")
+        k, n, false = _checks_line(s, "checks")
+        ke, ne, false_e = _checks_line(s, "extra_checks")
+        seeds = s["seeds"]
+        seed_text = f"{seeds[0]}–{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else ", ".join(map(str, seeds))
+        false_text = ", ".join(f"`{c}`" for c in false) if false else "none"
+        rows.append([f"`{method}`", seed_text, prose.count(k, n, "checks"), false_text, prose.count(ke, ne, "checks")])
+    return ("Checks true on every rendered seed (`rendered/<method>/summary.json`; a check counts as true only when it "
+            "holds on every seed):\n\n" + _table(["method", "seeds", "seed-file checks true", "false (reasons in `check_notes`)",
+                                                  "our extra checks true"], rows))
+
+
+def _backup_row(b: dict) -> list[str]:
+    share = b["share_of_best_per_kind_headroom"]
+    return [f"`{b['backup']}`", prose.estimate(b["learned_minus_fixed"]), prose.direction(b["learned_minus_fixed"]),
+            f"{prose.percent(share['share'])} {prose.percent_interval(share['ci95_low'], share['ci95_high'])}",
+            prose.estimate(b["learned_minus_best_per_kind"])]
+
+
+@block("headline-rlbp-study", "README.md")
+def headline_rlbp_study(root: Path) -> str:
+    """The 20-seed backup study in four sentences and one table."""
+    b = load(root, "rendered/pinterest_rlbp/backup_study.json")
+    room = {r["comparison"]: r for r in b["headroom"]["oracle_minus_fixed"]}
+    counts = b["headroom"]["best_constant_action_counts"]
+    best_action, best_n = max(counts.items(), key=lambda kv: kv[1])
+    n = b["n_seeds"]
+    out = [f"`pinterest_rlbp`, {n} seeds, every critic backup on the same data and evaluation days "
+           f"(`rendered/pinterest_rlbp/backup_study.json`). Paired per-seed differences of the true value "
+           f"(the simulator's mean fused reward per decision), 95% t intervals, bounds rounded outward.",
+           "",
+           f"- Headroom: the best constant action in hindsight is action {best_action} on "
+           f"{prose.count(best_n, n, 'seeds')}; best constant − fixed gain {prose.estimate(room['best_constant - fixed_gain'])}, "
+           f"best per campaign kind − fixed gain {prose.estimate(room['best_per_kind - fixed_gain'])}, "
+           f"best per campaign − fixed gain {prose.estimate(room['best_per_campaign - fixed_gain'])}.",
+           f"- Learned policy against the fixed gain: {prose.tally_sentence([x['learned_minus_fixed'] for x in b['backups']], noun='backups')} "
+           f"(`max_min` is the seed's backup; the others are ours).",
+           f"- Checks: {_pass_rates(b['check_pass_rates'], n)}",
+           "",
+           _table(["critic backup", "learned − fixed gain", "reads", "share of the per-kind headroom", "learned − best per kind"],
+                  [_backup_row(x) for x in b["backups"]])]
+    return "\n".join(out)
+
+
+def _pass_rates(rates: dict[str, dict[str, float]], n: int) -> str:
+    """``'all 23 checks held on every seed of every backup'``, or the checks that did not, with their pass rates."""
+    names = sorted({c for per in rates.values() for c in per})
+    short = [(b, c, r) for b, per in sorted(rates.items()) for c, r in sorted(per.items()) if r < 1.0]
+    if not short:
+        return f"all {len(names)} checks held on every seed of every backup ({len(rates)} backups × {n} seeds)."
+    return "; ".join(f"`{c}` held on {prose.percent(r, 3, sign=False)} of the seeds of `{b}`" for b, c, r in short) + "."
+
+
+def _effect_groups(rows: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["comparison"], r["metric"], r["student_start"]), []).append(r)
+    return groups
+
+
+@block("headline-effect-study", "README.md")
+def headline_effect_study(root: Path) -> str:
+    """The effect study as tallies: per comparison and metric, how many conditions lie above, below or span 0."""
+    e = load(root, "rendered/waypoint_opd/effect_study.json")
+    want = [("waypoint - final_only", "expected_parity_rate"), ("waypoint - final_only", "validation_nll"),
+            ("waypoint - matched_compute", "expected_parity_rate"), ("waypoint - matched_compute", "validation_nll"),
+            ("shuffled - final_only", "expected_parity_rate"), ("shuffled - final_only", "validation_nll")]
+    rows = []
+    for comparison, metric in want:
+        sel = [r for r in e["differences"] if r["comparison"] == comparison and r["metric"] == metric]
+        if sel:
+            rows.append([f"{comparison.replace(' - ', ' − ')}", f"`{metric}`", prose.tally_sentence(sel)])
+    head = (f"`waypoint_opd`, {e['n_seeds']} seeds per condition, {len(e['teachers_pretrain_lr'])} teachers × "
+            f"{len(e['student_starts'])} student starts × {len(e['teacher_rl_rollouts'])} RL noise levels "
+            f"(`rendered/waypoint_opd/effect_study.json`). Each cell counts the conditions whose paired 95% interval "
+            f"lies above 0 (higher), below 0 (lower) or spans 0. Lower NLL is better; parity is the teacher's RL reward. "
+            f"Every row is in [docs/waypoint_opd.md](docs/waypoint_opd.md#every-effect-study-row).")
+    return head + "\n\n" + _table(["difference", "metric", "conditions"], rows)
+
+
+def _recorded_table(root: Path, method: str) -> str:
+    s = load(root, f"rendered/{method}/summary.json")
+    rows = []
+    for name, pair in sorted(s["comparison_with_recorded"].items()):
+        run, rec = pair.get("this_run"), pair.get("recorded")
+        if not run or not rec:
+            continue
+        z = (run["mean"] - rec["mean"]) / rec["std"] if rec.get("std") else None
+        rows.append([f"`{name}`", prose.mean_sd(run["mean"], run["std"]), prose.mean_sd(rec["mean"], rec["std"]),
+                     prose.z(z) if z is not None else "(recorded SD 0)"])
+    return (f"Seeds {', '.join(map(str, s['seeds']))}, mean ± sample SD, beside the seed file's figures; z = (run mean − "
+            f"recorded mean) / recorded SD (`rendered/{method}/summary.json`).\n\n"
+            + _table(["figure", "this run", "recorded", "z"], rows))
+
+
+@block("rlbp-recorded", "docs/pinterest_rlbp.md")
+def rlbp_recorded(root: Path) -> str:
+    return _recorded_table(root, "pinterest_rlbp")
+
+
+@block("opd-recorded", "docs/waypoint_opd.md")
+def opd_recorded(root: Path) -> str:
+    return _recorded_table(root, "waypoint_opd")
+
+
+@block("rlbp-market", "docs/pinterest_rlbp.md")
+def rlbp_market(root: Path) -> str:
+    s = load(root, "rendered/pinterest_rlbp/summary.json")
+    f = s["beyond_seed_metrics"]["segments_over_target_fraction"]
+    return (f"Under the behaviour policy, {prose.percent(f['mean'], 2, sign=False)} of campaign-segments end above "
+            f"target CPC (mean of seeds {', '.join(map(str, s['seeds']))}; `segments_over_target_fraction`).")
+
+
+def _row_line(r: dict, label: str) -> list[str]:
+    return [label, prose.estimate(r), prose.direction(r)]
+
+
+@block("rlbp-backups", "docs/pinterest_rlbp.md")
+def rlbp_backups(root: Path) -> str:
+    b = load(root, "rendered/pinterest_rlbp/backup_study.json")
+    rows = []
+    for x in b["backups"]:
+        rows.append(_backup_row(x) + [prose.estimate(x["cpc_overshoot_minus_fixed"])])
+    scaling = [[f"`{s['backup']}`", str(s["logged_days"]), prose.estimate(s["learned_minus_fixed"]),
+                prose.direction(s["learned_minus_fixed"])] for s in b["scaling"]]
+    room = [_row_line(r, r["comparison"].replace(" - ", " − ")) for r in b["headroom"]["oracle_minus_fixed"]]
+    return "\n".join([
+        f"{b['n_seeds']} seeds (`rendered/pinterest_rlbp/backup_study.json`); paired 95% t intervals, bounds rounded outward.",
+        "", "**Headroom** (oracles that know more than the fixed gain, on the same evaluation days):", "",
+        _table(["difference (true value)", "estimate", "reads"], room), "",
+        "**Backups** against the fixed gain:", "",
+        _table(["critic backup", "learned − fixed gain", "reads", "share of the per-kind headroom", "learned − best per kind",
+                "CPC overshoot, learned − fixed gain"], rows), "",
+        f"**More logged data** (`{b['scaling'][0]['backup']}` and the best other backup, `{b['best_other_backup']}`):", "",
+        _table(["backup", "logged days", "learned − fixed gain", "reads"], scaling)])
+
+
+@block("rlbp-policy-comparison", "docs/pinterest_rlbp.md")
+def rlbp_policy_comparison(root: Path) -> str:
+    p = load(root, "rendered/pinterest_rlbp/policy_comparison.json")
+    rows = [[r["comparison"].replace(" - ", " − "), f"`{r['metric']}`", prose.estimate(r), prose.direction(r)]
+            for r in p["comparisons"]]
+    return (f"`{p['backup']}` backup, {p['n_seeds']} seeds (`rendered/pinterest_rlbp/policy_comparison.json`).\n\n"
+            + _table(["difference", "metric", "estimate", "reads"], rows))
+
+
+@block("rlbp-lambda", "docs/pinterest_rlbp.md")
+def rlbp_lambda(root: Path) -> str:
+    f = load(root, "rendered/pinterest_rlbp/lambda_frontier.json")
+    pts = [[prose.value(p["lambda"], 2, sign=False), prose.value(p["cpc_overshoot"], 3, sign=False),
+            prose.value(p["value"], 4, sign=False)] for p in f["points"]]
+    diffs = [[d["comparison"].replace(" - ", " − "), f"`{d['metric']}`", prose.estimate(d), prose.direction(d)]
+             for d in f["neighbour_differences"]]
+    return "\n".join([f"Means over {len(f['points'][0]['seeds'])} seeds (`rendered/pinterest_rlbp/lambda_frontier.json`):", "",
+                      _table(["λ", "CPC overshoot", "value reward"], pts), "",
+                      "Paired differences between neighbouring λ:", "",
+                      _table(["difference", "metric", "estimate", "reads"], diffs)])
+
+
+@block("opd-effect-tally", "docs/waypoint_opd.md")
+def opd_effect_tally(root: Path) -> str:
+    e = load(root, "rendered/waypoint_opd/effect_study.json")
+    rows = [[c.replace(" - ", " − "), f"`{m}`", f"`{s}`", prose.tally_sentence(g)]
+            for (c, m, s), g in sorted(_effect_groups(e["differences"]).items())]
+    return (f"{e['n_seeds']} seeds per condition; conditions per cell: teachers × RL noise levels.\n\n"
+            + _table(["difference", "metric", "student start", "conditions"], rows))
+
+
+@block("opd-effect-rows", "docs/waypoint_opd.md")
+def opd_effect_rows(root: Path) -> str:
+    e = load(root, "rendered/waypoint_opd/effect_study.json")
+    key = lambda r: (r["comparison"], r["metric"], r["teacher"], r["student_start"], r["teacher_rl_rollouts"])
+    rows = [[r["comparison"].replace(" - ", " − "), f"`{r['metric']}`", r["teacher"], r["student_start"],
+             str(r["teacher_rl_rollouts"]), prose.estimate(r), prose.direction(r)] for r in sorted(e["differences"], key=key)]
+    return _table(["difference", "metric", "teacher", "student start", "RL rollouts", "estimate", "reads"], rows)
+
+
+@block("bench-reproduction", "docs/speed.md")
+def bench_reproduction(root: Path) -> str:
+    b = load(root, "rendered/benchmarks.json")
+    r = b["reproduction"]
+    m = r["median_s"]
+    ways = [("(a) warm kernels, `run --jobs 2`", "a_warm_run"), ("(b) sequential `papermill` CLI calls", "b_papermill_sequential"),
+            ("(c) `run --jobs 2 --fresh-kernels`", "c_fresh_kernel_run"),
+            ("(d) the floor: every notebook's cells in one warm kernel, summed, ÷ workers", "d_floor_cells_in_warm_kernel")]
+    t1 = _table(["way", "median seconds"], [[w, prose.value(m[k], 3, sign=False)] for w, k in ways])
+    goals = r.get("goals", {})
+    ratios = [["(b)/(a)", "ratio_b_over_a"], ["(a)/(d)", "ratio_a_over_d"], ["(c)/(a)", "ratio_c_over_a"]]
+    t2 = _table(["ratio", "measured", "goal"], [[n, prose.value(r[k], 3, sign=False), goals.get(k, "")] for n, k in ratios])
+    return (f"{len(r['seeds'])} seeds × both methods ({r['notebooks']} notebooks), {r['workers']} workers, "
+            f"repeats: {r['repeats']} (`rendered/benchmarks.json`, `reproduction`; "
+            f"`{b.get('command', '')}`, {b['machine']['cores']} cores). With one repeat a ratio is one sample.\n\n{t1}\n\n{t2}")
+
+
+@block("bench-notebook-split", "docs/speed.md")
+def bench_notebook_split(root: Path) -> str:
+    b = load(root, "rendered/benchmarks.json")["notebook_split"]
+    cols = ["total_s", "cells_s", "method_s", "imports_s", "seeding_and_validation_s", "kernel_and_papermill_s"]
+    rows = [[f"`{m}`"] + [prose.value(v[c], 3, sign=False) for c in cols] for m, v in sorted(b.items())]
+    return _table(["notebook", "whole papermill call", "cells", "the method itself", "imports", "validation and seeding",
+                   "kernel start and papermill"], rows) + "\n\nSeconds, one seed, fresh kernel (`rendered/benchmarks.json`, `notebook_split`)."
+
+
+@block("bench-simulator", "docs/speed.md")
+def bench_simulator(root: Path) -> str:
+    s = load(root, "rendered/benchmarks.json")["scaling"]["simulator"]
+    rows = [[str(r["campaigns"]), prose.value(r["campaign_steps_per_s"], 3, sign=False),
+             prose.value(r["ns_per_campaign_step"], 3, sign=False), prose.percent(r["fraction_of_bandwidth"], 3, sign=False)]
+            for r in s["rows"]]
+    return (_table(["campaigns", "campaign-steps/s", "ns per campaign-step", "share of the bandwidth bound"], rows)
+            + f"\n\nCopy bandwidth measured in the same run: {prose.value(s['copy_bandwidth_bytes_per_s'] / 1e9, 2, sign=False)} GB/s "
+            f"(`rendered/benchmarks.json`, `scaling.simulator`).")
+
+
+@block("bench-explore", "docs/speed.md")
+def bench_explore(root: Path) -> str:
+    e = load(root, "rendered/benchmarks.json")["explore"]
+    rows = []
+    for m in sorted(e["kernel"]):
+        k, w = e["kernel"][m], e["browser"].get(m, {})
+        rows.append([f"`{m}`", prose.value(k["cheap_redraw_s"], 2, sign=False), prose.value(w.get("cheap_redraw_s", math.nan), 2, sign=False),
+                     prose.value(k["new_seed_s"], 2, sign=False), prose.value(w.get("new_seed_s", math.nan), 2, sign=False)])
+    g = e.get("goal", {})
+    return (_table(["explorer", "cheap control, kernel (s)", "cheap control, browser (s)", "new seed, kernel (s)", "new seed, browser (s)"], rows)
+            + f"\n\nMedians (`rendered/benchmarks.json`, `explore`; `{e.get('command', '')}`). Goal: a cheap control within "
+            f"{prose.value(g.get('cheap_redraw_s', math.nan), 2, sign=False)} s, a new seed within {prose.value(g.get('new_seed_s', math.nan), 2, sign=False)} s.")
+
+
+@block("bench-kernel-position", "docs/speed.md")
+def bench_kernel_position(root: Path) -> str:
+    k = load(root, "rendered/benchmarks.json")["kernel_position"]
+    rows = []
+    for m, v in sorted(k["per_method"].items()):
+        rows.append([f"`{m}`", _slope(v), "yes" if v.get("ci_includes_zero") else "no",
+                     prose.value(v["fitted_last_over_first"], 2, sign=False) if "fitted_last_over_first" in v else ""])
+    return (f"{k['notebooks']} notebooks in one warm kernel, {k['order']} (`rendered/benchmarks.json`, `kernel_position`; "
+            f"`{k['command']}`). Goal: {k['goal']}.\n\n" + _table(["method", "wall-time slope per position (s), 95% CI",
+                                                               "interval includes 0", "fitted last / first"], rows))
+
+
+def _slope(v: dict) -> str:
+    if "slope_s_per_notebook" in v and len(v.get("slope_ci95", ())) == 2:
+        return f"{prose.value(v['slope_s_per_notebook'], 2)} {stats.fmt_ci(*v['slope_ci95'])}"
+    return "(not recorded)"
+
+
+# --------------------------------------------------------------------------- reading pages
+
+def pages(root: Path) -> list[Path]:
+    """README.md and every ``docs/*.md`` under ``root``."""
+    out = [root / "README.md"] if (root / "README.md").exists() else []
+    return out + sorted((root / "docs").glob("*.md"))
+
+
+def split_blocks(text: str, where: str) -> tuple[list[tuple[str, int, int]], list[str]]:
+    """``([(name, start, end) of each block's inner text], [problems])`` of a page."""
+    found, problems, open_ = [], [], None
+    for m in MARKER.finditer(text):
+        kind, name = m.group(1), m.group(2)
+        if kind == "BEGIN":
+            if open_ is not None:
+                problems.append(f"{where}: block {open_[0]!r} is not closed before {name!r} begins")
+            open_ = (name, m.end())
+        else:
+            if open_ is None or open_[0] != name:
+                problems.append(f"{where}: END of {name!r} without its BEGIN")
+                open_ = None
+                continue
+            found.append((name, open_[1], m.start()))
+            open_ = None
+    if open_ is not None:
+        problems.append(f"{where}: block {open_[0]!r} is never closed")
+    return found, problems
+
+
+def render(name: str, root: Path) -> str:
+    """The block's inner text as the page stores it: a newline, the generated markdown, a newline."""
+    page, fn = _BLOCKS[name]
+    try:
+        text = fn(root)
+    except ClaimsError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError) as err:   # a JSON without the field a block reads
+        raise ClaimsError(f"{page}: block {name!r} cannot be generated: its JSON lacks or mangles {err!s}") from None
+    return "\n" + text.strip("\n") + "\n"
+
+
+def outside_blocks(text: str, spans: list[tuple[str, int, int]]) -> str:
+    """``text`` with every generated block's inner text blanked (line structure kept)."""
+    chars = list(text)
+    for _, a, b in spans:
+        for i in range(a, b):
+            if chars[i] != "\n":
+                chars[i] = " "
+    return "".join(chars)
+
+
+# --------------------------------------------------------------------------- the rule for numbers
+
+_FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.S | re.M)
+_INLINE_CODE = re.compile(r"`[^`\n]*`")
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_LINK_TARGET = re.compile(r"\]\([^)]*\)")
+_URL = re.compile(r"https?://\S+")
+_HTML_TAG = re.compile(r"<[^>\n]*>")
+_SUPER = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
+#: A number in prose: optional sign, digits (thousands commas allowed), decimals, exponent, percent.
+_NUMBER = re.compile(
+    r"(?<![\w.])(?P<sign>(?<![\w\-−])[+\-−±])?(?P<num>\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][+\-−]?\d+)?)"
+    r"(?P<pow>\s?[×x]\s?10(?P<exp>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))?(?P<bare_pow>(?<=10)[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?(?P<pct>\s?%)?(?![\w])")
+_K_OF_N = re.compile(r"(?<![\w.])\d+ of (?:the |all )?\d+(?![\w.])")
+
+
+_MATH_INDEX = re.compile(r"[_^]\{[^{}\n]*\}")
+
+
+def strip_non_prose(text: str) -> str:
+    """``text`` with code, comments, link targets, URLs, HTML tags and LaTeX sub/superscript groups
+    (``e_{-1}``, ``x^{2}``: indices, not figures) blanked (line structure kept)."""
+    def blank(m: re.Match) -> str:
+        return re.sub(r"[^\n]", " ", m.group(0))
+    for pattern in (_COMMENT, _FENCE, _INLINE_CODE, _LINK_TARGET, _URL, _HTML_TAG, _MATH_INDEX):
+        text = pattern.sub(blank, text)
+    return text
+
+
+@dataclasses.dataclass(frozen=True)
+class Number:
+    """A result-like number found in prose: its text, its value and the half-width of its printed precision."""
+    text: str
+    value: float
+    tolerance: float
+    start: int
+
+
+def _parse(m: re.Match) -> Number | None:
+    """The number a match denotes, or None when it is structural (a plain integer)."""
+    sign, num = m.group("sign") or "", m.group("num")
+    digits = num.replace(",", "")
+    mant, _, exp = digits.lower().partition("e")
+    pow_exp = m.group("exp") or m.group("bare_pow")
+    result_like = bool(sign or "." in mant or exp or pow_exp or m.group("pct"))
+    if not result_like:
+        return None
+    decimals = len(mant.partition(".")[2])
+    e = int(exp.translate(str.maketrans("−", "-"))) if exp else 0
+    if pow_exp:
+        e += int(pow_exp.translate(_SUPER))
+        if m.group("bare_pow"):          # "10⁻³": the mantissa 10 is the base itself
+            mant, decimals, e = "1", 0, int(pow_exp.translate(_SUPER))
+    x = float(mant) * 10.0 ** e
+    tol = 0.5 * 10.0 ** (e - decimals)
+    if m.group("bare_pow"):              # a power of ten names an exact threshold, not a rounded figure
+        tol = 1e-9 * x
+    if m.group("pct"):
+        x, tol = x / 100.0, tol / 100.0
+    if sign in ("-", "−"):
+        x = -x
+    return Number(m.group(0).strip(), x, tol, m.start())
+
+
+def numbers(text: str) -> Iterator[Number]:
+    """Every result-like number of ``text`` (already stripped of non-prose)."""
+    for m in _NUMBER.finditer(text):
+        n = _parse(m)
+        if n is not None:
+            yield n
+
+
+def _flat(obj: Any) -> Iterator[float]:
+    if isinstance(obj, bool):
+        return
+    if isinstance(obj, (int, float)):
+        yield float(obj)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            yield from _flat(v)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            yield from _flat(v)
+
+
+def stated_values(root: Path) -> dict[str, list[float]]:
+    """The values prose may quote, by kind: ``parameter`` (parameter files, config defaults, code constants)
+    and ``seed`` (the seed files' recorded metrics, per seed and aggregated, and each seed's TD-loss ratio)."""
+    params: list[float] = []
+    for path in sorted((root / "parameters").glob("*.yaml")):
+        params += _flat(yaml.safe_load(path.read_text(encoding="utf-8")))
+    for module, cls in (("litrepro.rlbp.config", "RLBPConfig"), ("litrepro.waypoint.config", "WaypointConfig")):
+        try:
+            cfg = getattr(importlib.import_module(module), cls)()
+        except Exception:  # noqa: BLE001 - a config that cannot be built is reported by its own tests
+            continue
+        params += _flat(dataclasses.asdict(cfg))
+    params.append(inspect.signature(stats.paired_ci).parameters["confidence"].default)  # "95%" intervals
+    for module, attr, _why in CODE_CONSTANTS:
+        v = getattr(importlib.import_module(module), attr)
+        if hasattr(v, "tolist"):          # a tensor of constants
+            v = v.tolist()
+        if attr == "QUOTED_CHECK_CONSTANTS":
+            v = [value for value, _module in v.values()]
+        params += _flat(v)
+    seed: list[float] = []
+    figures = root / "src" / "litrepro" / "recorded_figures"
+    for path in sorted(figures.glob("*.json")):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        seed += _flat(data.get("metrics", {}))                 # the recorded mean, SD and n of each metric
+        for row in data.get("per_seed", []):
+            m = row.get("metrics", {})
+            seed += _flat(m)                                   # each recorded seed's metrics
+            if m.get("td_loss_before"):                        # derived: that seed's TD-loss ratio after / before
+                seed.append(m["td_loss_after"] / m["td_loss_before"])
+    return {"parameter": params, "seed": seed}
+
+
+def is_stated(n: Number, values: dict[str, list[float]]) -> bool:
+    """Whether ``n`` prints a stated value at its precision.
+
+    A number with ``+`` or ``±`` is a difference or a z-score, never a stated value; one with a minus sign
+    must quote a negative value; an unsigned one may quote either sign. A percentage may quote only a
+    parameter (a share the design fixes), never a recorded figure.
+    """
+    if n.text[:1] in "+±":
+        return False
+    pool = values["parameter"] if n.text.endswith("%") else values["parameter"] + values["seed"]
+    signed = n.text[:1] in "-−"
+    for v in pool:
+        for candidate in ((v,) if signed else (v, -v)):
+            if abs(candidate - n.value) <= n.tolerance * (1 + 1e-9) + 1e-15 * abs(v):
+                return True
+    return False
+
+
+def _sentence(text: str, pos: int) -> str:
+    a = max(text.rfind(". ", 0, pos) + 2, text.rfind("\n", 0, pos) + 1, 0)
+    ends = [i for i in (text.find(". ", pos), text.find("\n", pos)) if i >= 0]
+    b = min(ends) + 1 if ends else len(text)
+    s = " ".join(text[a:b].split())
+    return s if len(s) <= 200 else s[:197] + "..."
+
+
+def scan_prose(text: str, where: str, values: dict[str, list[float]], original: str | None = None) -> list[str]:
+    """Problems: each result number in ``text`` (already blanked outside prose) that is not a stated value."""
+    shown = original if original is not None else text
+    problems = []
+    for m in _K_OF_N.finditer(text):
+        problems.append(f"{where}: line {shown.count(chr(10), 0, m.start()) + 1}: count '{m.group(0)}' outside a generated block: "
+                        f"{_sentence(shown, m.start())}")
+    for n in numbers(text):
+        if not is_stated(n, values):
+            problems.append(f"{where}: line {shown.count(chr(10), 0, n.start) + 1}: result number '{n.text}' outside a generated "
+                            f"block and not a parameter or seed-file value: {_sentence(shown, n.start)}")
+    return problems
+
+
+# --------------------------------------------------------------------------- check and write
+
+def check(root: Path = ROOT) -> list[str]:
+    """Every problem found, one line each naming the file (empty when all is well)."""
+    root = Path(root)
+    problems: list[str] = []
+    values = stated_values(root)
+    seen: set[str] = set()
+    for page in pages(root):
+        rel = page.relative_to(root).as_posix()
+        text = page.read_text(encoding="utf-8")
+        spans, bad = split_blocks(text, rel)
+        problems += bad
+        for name, a, b in spans:
+            seen.add(name)
+            if name not in _BLOCKS:
+                problems.append(f"{rel}: block {name!r} is not generated by litrepro.claims")
+                continue
+            want = render(name, root)
+            have = text[a:b]
+            if have != want:
+                hl, wl = have.strip("\n").splitlines(), want.strip("\n").splitlines()
+                i = next((i for i, (x, y) in enumerate(zip(hl, wl)) if x != y), min(len(hl), len(wl)))
+                problems.append(f"{rel}: block {name!r} differs from the JSON (run `make claims`): "
+                                f"has {hl[i] if i < len(hl) else '(nothing)'!r}, the JSON gives {wl[i] if i < len(wl) else '(nothing)'!r}")
+        problems += scan_prose(strip_non_prose(outside_blocks(text, spans)), rel, values, text)
+    for name, (page, _fn) in sorted(_BLOCKS.items()):
+        if name not in seen and (root / page).exists():
+            problems.append(f"{page}: registered block {name!r} is missing (add its markers)")
+    import nbformat
+    for rel in NOTEBOOKS:
+        path = root / rel
+        if not path.exists():
+            continue
+        nb = nbformat.read(str(path), as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type != "markdown":
+                continue
+            src = cell.source
+            problems += scan_prose(strip_non_prose(src), f"{rel} cell {cell.get('id', '?')}", values, src)
+    return problems
+
+
+def write(root: Path = ROOT) -> list[str]:
+    """Regenerate every block in place; returns the pages changed."""
+    root = Path(root)
+    changed = []
+    for page in pages(root):
+        rel = page.relative_to(root).as_posix()
+        text = page.read_text(encoding="utf-8")
+        spans, bad = split_blocks(text, rel)
+        if bad:
+            raise ClaimsError(bad[0])
+        new, last = [], 0
+        for name, a, b in spans:
+            if name not in _BLOCKS:
+                raise ClaimsError(f"{rel}: block {name!r} is not generated by litrepro.claims")
+            new += [text[last:a], render(name, root)]
+            last = b
+        new.append(text[last:])
+        out = "".join(new)
+        if out != text:
+            atomic.write_text(page, out)
+            changed.append(rel)
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``claims --check`` (exit 1 on any problem) or ``claims --write``."""
+    import argparse
+    parser = argparse.ArgumentParser(prog="litrepro claims", description="generated result blocks and the rule for numbers")
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--check", action="store_true", help="fail when a block is stale or a result number is typed")
+    mode.add_argument("--write", action="store_true", help="regenerate every block from the committed JSON")
+    parser.add_argument("--root", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.write:
+        for rel in write(args.root):
+            print(f"claims: regenerated {rel}")
+        return 0
+    problems = check(args.root)
+    for line in problems:
+        print(line, file=sys.stderr)
+    if problems:
+        print(f"claims: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print("claims: every generated block matches the JSON, and no result number is typed outside one")
+    return 0

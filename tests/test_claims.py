@@ -1,0 +1,160 @@
+"""litrepro.claims: generated blocks match the committed JSON; typed result numbers are refused.
+
+Every test that changes something works on a copy of the pages and JSON under tmp_path; rendered/ is never touched.
+"""
+
+import importlib
+import inspect
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from litrepro import claims
+from litrepro.cli import main as cli_main
+from litrepro.paths import ROOT
+
+JSONS = ["rendered/pinterest_rlbp/backup_study.json", "rendered/pinterest_rlbp/policy_comparison.json",
+         "rendered/pinterest_rlbp/lambda_frontier.json", "rendered/pinterest_rlbp/summary.json",
+         "rendered/waypoint_opd/effect_study.json", "rendered/waypoint_opd/summary.json", "rendered/benchmarks.json"]
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of what the check reads: the pages, the notebooks, the parameters, the recorded figures and the JSON."""
+    for rel in ["README.md", "docs", "parameters", "src/litrepro/recorded_figures", *claims.NOTEBOOKS, *JSONS]:
+        src, dst = ROOT / rel, tmp_path / rel
+        if not src.exists():
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+    return tmp_path
+
+
+def edit_json(root: Path, rel: str, change) -> None:
+    path = root / rel
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def test_check_passes_on_the_committed_pages_and_json():
+    assert claims.check(ROOT) == []
+
+
+def test_every_registered_block_is_on_its_page():
+    for name, (page, _fn) in claims.blocks().items():
+        assert claims.BEGIN.format(name=name) in (ROOT / page).read_text(), (name, page)
+
+
+@pytest.mark.parametrize("rel, change, page", [
+    ("rendered/pinterest_rlbp/backup_study.json",
+     lambda d: d["headroom"]["oracle_minus_fixed"][0].update(mean_difference=0.04847), "README.md"),
+    ("rendered/pinterest_rlbp/backup_study.json",
+     lambda d: d["backups"][3]["learned_minus_fixed"].update(ci95_low=0.0001), "README.md"),
+    ("rendered/pinterest_rlbp/policy_comparison.json",
+     lambda d: d["comparisons"][6].update(ci95_high=0.1), "docs/pinterest_rlbp.md"),
+    ("rendered/pinterest_rlbp/lambda_frontier.json", lambda d: d["points"][2].update(value=1.6), "docs/pinterest_rlbp.md"),
+    ("rendered/waypoint_opd/effect_study.json",
+     lambda d: d["differences"][5].update(mean_difference=d["differences"][5]["mean_difference"] * 1.5), "docs/waypoint_opd.md"),
+    ("rendered/waypoint_opd/summary.json",
+     lambda d: d["comparison_with_recorded"]["final_test_nll"]["this_run"].update(mean=4.9), "docs/waypoint_opd.md"),
+    ("rendered/benchmarks.json", lambda d: d["reproduction"].update(ratio_b_over_a=3.9), "docs/speed.md"),
+])
+def test_check_fails_when_a_study_figure_changes(tree, rel, change, page):
+    assert claims.check(tree) == []
+    edit_json(tree, rel, change)
+    problems = claims.check(tree)
+    assert problems and any(p.startswith(f"{page}: block") and "differs from the JSON" for p in problems), problems
+    claims.write(tree)                       # regenerating from the changed JSON makes the pages agree again
+    assert claims.check(tree) == []
+
+
+def test_check_fails_on_a_typed_number_in_a_page(tree):
+    page = tree / "docs" / "waypoint_opd.md"
+    page.write_text(page.read_text() + "\nThe gate wins by +0.047 over final-only OPD.\n")
+    problems = claims.check(tree)
+    assert len(problems) == 1
+    assert problems[0].startswith("docs/waypoint_opd.md: line") and "'+0.047'" in problems[0]
+    assert "The gate wins by +0.047 over final-only OPD." in problems[0]
+
+
+def test_check_fails_on_a_typed_number_in_notebook_markdown(tree):
+    path = tree / "notebooks" / "waypoint_opd.ipynb"
+    nb = nbformat.read(str(path), as_version=4)
+    nb.cells.insert(3, nbformat.v4.new_markdown_cell("The mean gate is 0.804 on these seeds.", id="typed-number"))
+    nbformat.write(nb, str(path))
+    problems = claims.check(tree)
+    assert problems == [p for p in problems if "notebooks/waypoint_opd.ipynb cell typed-number" in p] and problems
+    assert "'0.804'" in problems[0]
+
+
+def test_check_fails_on_an_edited_block(tree):
+    readme = tree / "README.md"
+    text = readme.read_text()
+    assert "+0.047 [+0.046, +0.049]" in text
+    readme.write_text(text.replace("+0.047 [+0.046, +0.049]", "+0.048 [+0.046, +0.049]", 1))
+    problems = claims.check(tree)
+    assert len(problems) == 1 and problems[0].startswith("README.md: block 'headline-rlbp-study' differs"), problems
+
+
+def test_a_missing_or_unknown_block_is_reported(tree):
+    page = tree / "docs" / "speed.md"
+    text = page.read_text()
+    a, b = text.index("<!-- BEGIN litrepro:bench-explore -->"), text.index("<!-- END litrepro:bench-explore -->")
+    page.write_text(text[:a] + text[b + len("<!-- END litrepro:bench-explore -->"):]
+                    + "\n<!-- BEGIN litrepro:no-such-block -->\n<!-- END litrepro:no-such-block -->\n")
+    problems = claims.check(tree)
+    assert any("registered block 'bench-explore' is missing" in p for p in problems), problems
+    assert any("'no-such-block' is not generated" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("sentence, allowed", [
+    ("The teacher pretrains at learning rate 0.015.", True),          # parameters/waypoint_opd.yaml
+    ("The held-out share is 25 % of campaigns.", True),               # heldout_fraction 0.25 as a percentage
+    ("Paired 95% intervals.", True),                                  # stats.paired_ci's confidence
+    ("The seed's TD-loss ratio is 0.9025 on each seed.", True),       # derived from the recorded figures
+    ("Seeds 42 to 61, 20 seeds, 8 logged days.", True),               # plain integers are structural
+    ("Run `python -m litrepro run --set gamma=0.123`.", True),         # code is not prose
+    ("The learned policy trails by 0.0132.", False),
+    ("It wins in 3 of 4 conditions.", False),                         # a tally
+    ("A share of 37 % is over target.", False),
+    ("The third action is below 10⁻⁴ on most states.", False),
+    ("The gradient norm is 1.5e-3 here.", False),
+    ("The ratio is +17 after training.", False),
+    ("The pretraining learning rate 0.0150 is ours.", True),          # a parameter at more digits is still the parameter
+    ("The pretraining learning rate 0.016 is ours.", False),
+    ("The gate gains +0.5 over final-only.", False),                 # a signed number is a difference, even if 0.5 is a parameter
+    ("The recorded baseline NLL is 4.914 nats per byte.", True),      # a recorded mean of the seed file
+    ("A share of 37 % of the segments.", False),                      # a percentage may quote only a parameter
+    ("A z-score within ±3.", False),
+])
+def test_the_rule_for_numbers(sentence, allowed):
+    values = claims.stated_values(ROOT)
+    problems = claims.scan_prose(claims.strip_non_prose(sentence), "x.md", values, sentence)
+    assert (problems == []) == allowed, problems
+
+
+def test_quoted_check_constants_still_occur_in_their_modules():
+    for name, (value, module) in claims.QUOTED_CHECK_CONSTANTS.items():
+        source = inspect.getsource(importlib.import_module(module))
+        for v in (value if isinstance(value, tuple) else (value,)):
+            assert repr(v) in source or f"{v:g}" in source, (name, v, module)
+
+
+def test_cli_dispatch_exit_status(tree, capsys):
+    assert cli_main(["claims", "--check", "--root", str(tree)]) == 0
+    page = tree / "README.md"
+    page.write_text(page.read_text() + "\nA typed share of 28.5 %.\n")
+    assert cli_main(["claims", "--check", "--root", str(tree)]) == 1
+    assert "README.md: line" in capsys.readouterr().err
+    edit_json(tree, "rendered/pinterest_rlbp/backup_study.json", lambda d: d.pop("headroom"))
+    assert cli_main(["claims", "--write", "--root", str(tree)]) == 2    # a malformed JSON: one line, exit 2
+
+
+def test_pass_rates_name_the_checks_that_did_not_always_hold():
+    assert claims._pass_rates({"max_min": {"a": 1.0, "b": 1.0}}, 20) == \
+        "all 2 checks held on every seed of every backup (1 backups × 20 seeds)."
+    assert claims._pass_rates({"max_min": {"a": 1.0, "b": 0.95}}, 20) == "`b` held on 95.0 % of the seeds of `max_min`."
