@@ -32,6 +32,13 @@ MAX_SEED = 2**32 - 1
 DEFAULT_MAX_JOBS = 10_000
 #: Seconds one notebook cell may run before the job fails as hung (our cells take seconds).
 DEFAULT_CELL_TIMEOUT = 1800.0
+#: ``--cell-timeout`` above this (7 days), like 0, means no limit: larger numbers overflow the clocks
+#: of the libraries that wait on a kernel (``OverflowError: timestamp out of range`` at 1e10).
+MAX_CELL_TIMEOUT = 7 * 24 * 3600.0
+#: Upper bounds of the command line's counts (the parameters' bounds are in litrepro.params.UPPER_BOUNDS).
+RUN_BOUNDS = {"--max-jobs": 1_000_000, "--jobs": 1_024, "--retries": 100, "--kernel-reuse": 100_000}
+#: Longest error line printed (a backstop: every message already cuts the values it quotes).
+MAX_MESSAGE = 2_000
 
 
 def seed_intervals(tokens: list[str]) -> list[tuple[int, int]]:
@@ -139,7 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="notebooks per warm kernel before it is replaced (default 20)")
     run.add_argument("--fresh-kernels", action="store_true", help="a fresh kernel for every notebook")
     run.add_argument("--cell-timeout", type=float, default=DEFAULT_CELL_TIMEOUT, metavar="SECONDS",
-                     help=f"fail a notebook whose cell runs longer than this (0: no limit; default {DEFAULT_CELL_TIMEOUT:g})")
+                     help=f"fail a notebook whose cell runs longer than this (0 or more than {MAX_CELL_TIMEOUT:g}: "
+                          f"no limit; default {DEFAULT_CELL_TIMEOUT:g})")
     run.add_argument("--retries", type=int, default=0, help="re-run lost jobs up to this many times")
     run.add_argument("--retry-failed", action="store_true", help="with --retries, also re-run failed notebooks")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -165,6 +173,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-jobs must be >= 1, got {args.max_jobs}")
     if args.kernel_reuse is not None and args.kernel_reuse < 1:
         raise UsageError(f"--kernel-reuse must be >= 1, got {args.kernel_reuse}")
+    for option, bound in RUN_BOUNDS.items():
+        value = getattr(args, option[2:].replace("-", "_"))
+        if value is not None and value > bound:
+            raise UsageError(f"{option} {value} is more than its upper bound {bound:_} (litrepro.cli.RUN_BOUNDS)")
     if args.fresh_kernels and args.kernel_reuse not in (None, 1):
         raise UsageError("--fresh-kernels and --kernel-reuse N > 1 contradict each other")
     reuse = 1 if args.fresh_kernels else (args.kernel_reuse or runner.DEFAULT_KERNEL_REUSE)
@@ -181,7 +193,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from litrepro.scheduler import connect
 
         client, cluster = connect(args.scheduler)
-    timeout = args.cell_timeout or None
+    timeout = cell_timeout(args.cell_timeout)
     jobs = [runner.Job(m, s, runner.variant_dir(out, m, p), args.device, p, timeout, root=out)
             for m in args.methods for p in points[m] for s in seeds]
     problems: list[str] = []
@@ -262,7 +274,7 @@ def _run_jobs(args, jobs, scratch, reuse, client, cluster) -> tuple[list[dict], 
     finish = close = None
     try:
         if args.scheduler == "local":
-            pool = runner.LocalWorkers(scratch, kernel_reuse=reuse, timeout=args.cell_timeout or None)
+            pool = runner.LocalWorkers(scratch, kernel_reuse=reuse, timeout=cell_timeout(args.cell_timeout))
             submit, finish = pool.submit, pool.close
         elif todo or client is not None:
             from litrepro.scheduler import connect, dask_submitter
@@ -282,6 +294,11 @@ def _run_jobs(args, jobs, scratch, reuse, client, cluster) -> tuple[list[dict], 
     return outcomes, skipped
 
 
+def cell_timeout(seconds: float) -> float | None:
+    """``--cell-timeout`` as the runner uses it: None (no limit) for 0 and above :data:`MAX_CELL_TIMEOUT`."""
+    return None if seconds == 0 or seconds > MAX_CELL_TIMEOUT else float(seconds)
+
+
 def cmd_fetch(args: argparse.Namespace) -> int:
     from litrepro.waypoint.corpus import fetch_corpus
 
@@ -292,7 +309,8 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 def one_line(text: str) -> str:
     """``text`` on one line: newlines and other control characters escaped (no forged report lines)."""
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
+    line = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text)[:MAX_MESSAGE * 2])
+    return line if len(line) <= MAX_MESSAGE else f"{line[:MAX_MESSAGE]}... (cut)"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,8 @@ from typing import Any, Callable
 from litrepro import methods, outdir
 from litrepro.errors import UsageError
 from litrepro.kernels import preexec_for_parent
-from litrepro.summary import seed_result_names, summarise
+from litrepro.results import parse_result, read_result, seed_result_names  # noqa: F401  (read_result: re-exported)
+from litrepro.summary import summarise
 from litrepro.worker import OUTCOME, job_parameters, output_paths
 
 #: Default notebooks per kernel before it is replaced (``--kernel-reuse``).
@@ -104,28 +105,6 @@ def variant_dir(out: Path, method: str, overrides: dict[str, Any]) -> Path:
         name = _HASHED + hashlib.sha256(json.dumps(overrides, sort_keys=True).encode()).hexdigest()[:16]
     assert "/" not in name and os.sep not in name and name not in (".", ".."), name
     return base / name
-
-
-def parse_result(data: bytes | None) -> dict[str, Any] | None:
-    """A seed's JSON when it is an object with the keys a summary needs, else None."""
-    if data is None:
-        return None
-    try:
-        result = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    if not (isinstance(result, dict) and isinstance(result.get("provenance"), dict)
-            and isinstance(result.get("metrics"), dict) and isinstance(result.get("checks"), dict)):
-        return None
-    return result
-
-
-def read_result(path: Path) -> dict[str, Any] | None:
-    """A seed's JSON at ``path`` (a regular file, opened without following a link or blocking), else None."""
-    try:
-        return parse_result(outdir.read_plain(Path(path)))
-    except (OSError, UsageError):
-        return None
 
 
 def is_fresh(job: Job, current_hashes: dict[str, str]) -> bool:
