@@ -139,7 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=V[,V...]",
                      help="parameter override; several values sweep their product")
     run.add_argument("--scheduler", default="local",
-                     help="local (worker processes, default), dask (a local Dask cluster) or tcp://HOST:PORT")
+                     help="local (worker processes, default), dask (a private local Dask cluster, TLS) or "
+                          "tls://HOST:PORT (tcp:// works, unencrypted); see docs/security.md")
+    run.add_argument("--tls-ca-file", default=None, metavar="FILE", help="with tls://: the CA that signed the scheduler's certificate")
+    run.add_argument("--tls-cert", default=None, metavar="FILE", help="with tls://: this client's certificate")
+    run.add_argument("--tls-key", default=None, metavar="FILE", help="with tls://: this client's private key")
     run.add_argument("--max-jobs", type=int, default=DEFAULT_MAX_JOBS,
                      help=f"refuse a run of more jobs than this (default {DEFAULT_MAX_JOBS})")
     run.add_argument("--kernel-reuse", type=int, default=None, metavar="N",
@@ -189,10 +193,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"{len(seeds) * per_seed} jobs is more than --max-jobs {args.max_jobs}")
     outdir.inspect(out)                        # reads only: a foreign, non-empty folder is refused here
     client = cluster = None
-    if args.scheduler.startswith("tcp://"):    # an unreachable scheduler fails before --out is touched
-        from litrepro.scheduler import connect
+    if args.scheduler.startswith(("tcp://", "tls://")):   # an unreachable scheduler fails before --out is touched
+        from litrepro.scheduler import connect, external_security
 
-        client, cluster = connect(args.scheduler)
+        security = external_security(args.tls_ca_file, args.tls_cert, args.tls_key)
+        client, cluster = connect(args.scheduler, security=security)
+    elif args.tls_ca_file or args.tls_cert or args.tls_key:
+        raise UsageError("--tls-ca-file, --tls-cert and --tls-key are for an external tls:// scheduler")
     timeout = cell_timeout(args.cell_timeout)
     jobs = [runner.Job(m, s, runner.variant_dir(out, m, p), args.device, p, timeout, root=out)
             for m in args.methods for p in points[m] for s in seeds]
@@ -200,12 +207,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         with outdir.lock(out):
             folder = outdir.OutDir(out)
-            outdir.remove_stale_scratch(out)          # killed runs' scratch and partial files, as OWNER lists
             if out.resolve() == RENDERED.resolve():
                 folder.adopt_git_tracked(RENDERED.parent)   # a fresh clone: the committed outputs, unmodified
-            # Before anything is written: every file this run may replace or delete must be its own.
-            folder.check_replaceable([t for j in jobs for t in runner.job_targets(j)]
-                                     + [f"{j.rel_dir}/summary.json" for j in jobs] + list(runner.SUMMARY_FILES))
+            # Before anything is written: every file this run may replace or delete must be its own (seed
+            # files, summaries, figures, summary notebooks and their HTML).
+            try:
+                folder.check_replaceable([t for j in jobs for t in runner.job_targets(j)]
+                                         + runner.summary_targets(folder, [j.rel_dir for j in jobs])
+                                         + list(runner.SUMMARY_FILES))
+            except outdir.Refused as err:
+                raise outdir.Refused(f"{err}; refused before the run: nothing in --out was written, replaced or "
+                                     f"deleted (litrepro's own {outdir.STATE}/ record aside)") from None
+            outdir.remove_stale_scratch(out)          # killed runs' scratch and partial files, as OWNER lists
             scratch = outdir.new_run_scratch(out)
             saved_env = dict(os.environ)
             try:

@@ -308,14 +308,36 @@ def write_summaries(jobs: list[Job]) -> tuple[list[Path], list[str]]:
             results.append(result)
         if not results:
             continue
+        try:                                   # everything in memory first: a bad result writes nothing
+            files = {"summary.json": outdir.dumps_json(summarise(method, results)).encode()}
+            files.update((name, png_bytes(fig)) for name, fig in methods.get(method).plot_function()(results).items())
+        except Exception as err:  # noqa: BLE001 - a result missing a field: one line
+            problems.append(f"{outdir.show(folder)}: summary and figures not written ({type(err).__name__}: {err})")
+            continue
+        done: list[str] = []
         try:
-            out.write(f"{rel}/summary.json", outdir.dumps_json(summarise(method, results)).encode())
-            written.append(folder / "summary.json")
-            for name, fig in methods.get(method).plot_function()(results).items():
-                out.write(f"{rel}/{name}", png_bytes(fig))
-        except Exception as err:  # noqa: BLE001 - disk full, a result missing a field, a refused file: one line
-            problems.append(f"{outdir.show(folder)}: summary not written ({type(err).__name__}: {err})")
+            out.check_replaceable(f"{rel}/{name}" for name in files)   # every file of the folder, before the first
+            for name, data in files.items():
+                out.write(f"{rel}/{name}", data)
+                done.append(name)
+                if name == "summary.json":
+                    written.append(folder / "summary.json")
+        except Exception as err:  # noqa: BLE001 - disk full, a refused file: one line saying what was written
+            rest = [n for n in files if n not in done]
+            problems.append(f"{outdir.show(folder)}: {', '.join(rest)} not written"
+                            + (f" ({', '.join(done)} written)" if done else " (nothing written)")
+                            + f": {type(err).__name__}: {err}")
     return written, problems
+
+
+def summary_targets(folder: outdir.OutDir, rel_dirs: list[str]) -> list[str]:
+    """The files the summaries of ``rel_dirs`` may replace, relative to ``--out``: ``summary.json`` and every
+    PNG already there (a figure's name depends on the results, so any PNG in the folder may be one)."""
+    targets = []
+    for rel in dict.fromkeys(rel_dirs):
+        targets.append(f"{rel}/summary.json")
+        targets += [f"{rel}/{name}" for name in folder.listdir(rel) if name.endswith(".png")]
+    return targets
 
 
 def _execute_summary(source: Path, executed: Path, parameters: dict[str, Any], scratch: Path,
