@@ -350,3 +350,12 @@ def test_summary_reads_results_without_importing_the_runner():
     code = "import sys, litrepro.summary, litrepro.results; print('litrepro.runner' in sys.modules)"
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "False", proc.stderr
+
+
+def test_the_security_page_shows_the_bounds_in_the_code():
+    """docs/security.md's bounds table is the one litrepro.params.bounds_markdown() prints, and its numbers are the code's."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "security.md").read_text()
+    block = text.split("<!-- BEGIN litrepro:bounds -->\n", 1)[1].split("\n<!-- END litrepro:bounds -->", 1)[0]
+    assert block == params.bounds_markdown()
+    assert f"{cli.MAX_CELL_TIMEOUT:,.0f} s" in text
+    assert all(f"`{option}` {bound:,}" in text for option, bound in cli.RUN_BOUNDS.items())

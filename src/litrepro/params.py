@@ -300,3 +300,13 @@ def parse_override(text: str) -> tuple[str, list[Any]]:
     if any(v is None for v in values):
         raise ParameterError(f"--set {_short(text)}: empty value")
     return key, values
+
+
+def bounds_markdown() -> str:
+    """The bounds of :data:`UPPER_BOUNDS` and :data:`WORK_BOUNDS` as a markdown table (docs/security.md)."""
+    rows = ["| parameter or product | upper bound |", "|---|---:|"]
+    rows += [f"| `{name}` | {bound:,} |" for name, bound in UPPER_BOUNDS.items()]
+    rows += [f"| {name}: {' × '.join(f'`{f}`' for f in fields)} | {limit:,} |"
+             for name, (fields, limit) in WORK_BOUNDS.items()]
+    rows.append(f"| items in a list-valued parameter | {MAX_LIST} |")
+    return "\n".join(rows)
