@@ -175,11 +175,11 @@ def connect(scheduler: str, *, workers: int = 1, local_directory: Path | None = 
                                        local_directory=str(local_directory) if local_directory else None)
                 client = Client(cluster, security=own, timeout=f"{CONNECT_TIMEOUT_S * 6}s")
         else:
+            client = Client(scheduler, security=security, timeout=f"{CONNECT_TIMEOUT_S}s")
             if scheduler.startswith("tcp://"):
                 print(f"litrepro: warning: {scheduler} is plain TCP: the jobs and their results travel unencrypted "
                       "and whoever can reach that scheduler can run code on it (use tls://; see docs/security.md)",
                       file=sys.stderr)
-            client = Client(scheduler, security=security, timeout=f"{CONNECT_TIMEOUT_S}s")
     except (OSError, TimeoutError, ValueError, TypeError) as err:
         if cluster is not None:
             cluster.close()
