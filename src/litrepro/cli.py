@@ -41,6 +41,23 @@ RUN_BOUNDS = {"--max-jobs": 1_000_000, "--jobs": 1_024, "--retries": 100, "--ker
 MAX_MESSAGE = 2_000
 
 
+def _short(text: str, limit: int = 60) -> str:
+    """A user's value quoted for a one-line message, cut at ``limit`` characters."""
+    shown = ascii(text)
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(text)} characters)"
+
+
+def _number(kind: type):
+    """An argparse type: ``kind(text)``, refused with a short message (a 5000-digit value is not echoed)."""
+    def convert(text: str):
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{_short(text)} is not {'an integer' if kind is int else 'a number'}") from None
+    convert.__name__ = kind.__name__
+    return convert
+
+
 def seed_intervals(tokens: list[str]) -> list[tuple[int, int]]:
     """``42 43``, ``42,43`` and ``0-99`` (inclusive) forms as inclusive intervals, in the order given."""
     intervals = []
@@ -51,13 +68,13 @@ def seed_intervals(tokens: list[str]) -> list[tuple[int, int]]:
             try:
                 start, end = (int(lo), int(hi)) if dash else (int(part), int(part))
             except ValueError:
-                raise UsageError(f"--seeds: {part!r} is not a seed or a range like 0-99") from None
+                raise UsageError(f"--seeds: {_short(part)} is not a seed or a range like 0-99") from None
             if start < 0 or end < 0:
-                raise UsageError(f"--seeds: {part!r}: seeds must be non-negative")
+                raise UsageError(f"--seeds: {_short(part)}: seeds must be non-negative")
             if end < start:
-                raise UsageError(f"--seeds: range {part!r} is empty (end before start)")
+                raise UsageError(f"--seeds: range {_short(part)} is empty (end before start)")
             if end > MAX_SEED:
-                raise UsageError(f"--seeds: {part!r}: seeds must be at most 2**32-1 = {MAX_SEED}")
+                raise UsageError(f"--seeds: {_short(part)}: seeds must be at most 2**32-1 = {MAX_SEED}")
             intervals.append((start, end))
     if not intervals:
         raise UsageError("--seeds: no seeds given")
@@ -111,7 +128,7 @@ def sweep_points(settings: list[str], method_names: list[str],
                              "(raise --max-jobs to run more)")
     keys = [k for k, _ in parsed]
     if len(set(keys)) != len(keys):
-        raise ParameterError(f"--set: parameter given twice: {sorted(k for k in keys if keys.count(k) > 1)[0]!r}")
+        raise ParameterError(f"--set: parameter given twice: {_short(sorted(k for k in keys if keys.count(k) > 1)[0])}")
     known = {name: {f.name for f in dataclasses.fields(methods.get(name).config_class())} for name in method_names}
     for key in keys:
         if not any(key in names for names in known.values()):
@@ -132,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="execute method notebooks per seed with papermill")
     run.add_argument("--methods", nargs="+", default=list(methods.METHODS), help="default: all methods")
     run.add_argument("--seeds", nargs="+", default=["42", "43", "44"], help="seeds, lists or ranges (0-99)")
-    run.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel notebooks (default: cores)")
+    run.add_argument("--jobs", type=_number(int), default=os.cpu_count() or 1, help="parallel notebooks (default: cores)")
     run.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None, help="override the parameter file")
     run.add_argument("--out", type=Path, default=RENDERED, help="output folder (default: rendered/)")
     run.add_argument("--force", action="store_true", help="rerun seeds whose outputs are current")
@@ -144,15 +161,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tls-ca-file", default=None, metavar="FILE", help="with tls://: the CA that signed the scheduler's certificate")
     run.add_argument("--tls-cert", default=None, metavar="FILE", help="with tls://: this client's certificate")
     run.add_argument("--tls-key", default=None, metavar="FILE", help="with tls://: this client's private key")
-    run.add_argument("--max-jobs", type=int, default=DEFAULT_MAX_JOBS,
+    run.add_argument("--max-jobs", type=_number(int), default=DEFAULT_MAX_JOBS,
                      help=f"refuse a run of more jobs than this (default {DEFAULT_MAX_JOBS})")
-    run.add_argument("--kernel-reuse", type=int, default=None, metavar="N",
+    run.add_argument("--kernel-reuse", type=_number(int), default=None, metavar="N",
                      help="notebooks per warm kernel before it is replaced (default 20)")
     run.add_argument("--fresh-kernels", action="store_true", help="a fresh kernel for every notebook")
-    run.add_argument("--cell-timeout", type=float, default=DEFAULT_CELL_TIMEOUT, metavar="SECONDS",
+    run.add_argument("--cell-timeout", type=_number(float), default=DEFAULT_CELL_TIMEOUT, metavar="SECONDS",
                      help=f"fail a notebook whose cell runs longer than this (0 or more than {MAX_CELL_TIMEOUT:g}: "
                           f"no limit; default {DEFAULT_CELL_TIMEOUT:g})")
-    run.add_argument("--retries", type=int, default=0, help="re-run lost jobs up to this many times")
+    run.add_argument("--retries", type=_number(int), default=0, help="re-run lost jobs up to this many times")
     run.add_argument("--retry-failed", action="store_true", help="with --retries, also re-run failed notebooks")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     run.add_argument("--no-summary-notebook", action="store_true", help="skip executing notebooks/summary.ipynb")
