@@ -213,6 +213,18 @@ def test_case3_summary_files_are_checked_together_and_the_message_says_what_was_
     assert not (out.root / "pinterest_rlbp" / "a.png").exists()
 
 
+@pytest.mark.parametrize("name", list(methods.METHODS))
+def test_case3_the_figures_checked_up_front_are_every_figure_a_summary_writes(name):
+    from litrepro import runner
+    from litrepro.paths import RENDERED
+
+    results = [r for r in (runner.read_result(p) for p in sorted((RENDERED / name).glob("seed-*.json"))) if r]
+    if not results:
+        pytest.skip(f"no rendered {name} seeds")
+    figures = methods.get(name).plot_function()(results)
+    assert set(figures) <= set(runner.SUMMARY_FIGURES[name]), sorted(figures)
+
+
 # ---------------------------------------------------------------- case 4: no writes through a hard link
 
 @pytest.mark.parametrize("shared", ["snapshot", "lock"])

@@ -230,7 +230,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             # files, summaries, figures, summary notebooks and their HTML).
             try:
                 folder.check_replaceable([t for j in jobs for t in runner.job_targets(j)]
-                                         + runner.summary_targets(folder, [j.rel_dir for j in jobs])
+                                         + runner.summary_targets(jobs)
                                          + list(runner.SUMMARY_FILES))
             except outdir.Refused as err:
                 raise outdir.Refused(f"{err}; refused before the run: nothing in --out was written, replaced or "

@@ -330,14 +330,20 @@ def write_summaries(jobs: list[Job]) -> tuple[list[Path], list[str]]:
     return written, problems
 
 
-def summary_targets(folder: outdir.OutDir, rel_dirs: list[str]) -> list[str]:
-    """The files the summaries of ``rel_dirs`` may replace, relative to ``--out``: ``summary.json`` and every
-    PNG already there (a figure's name depends on the results, so any PNG in the folder may be one)."""
-    targets = []
-    for rel in dict.fromkeys(rel_dirs):
-        targets.append(f"{rel}/summary.json")
-        targets += [f"{rel}/{name}" for name in folder.listdir(rel) if name.endswith(".png")]
-    return targets
+#: Every figure a method's summary may write (``tests/test_security.py`` checks the plot functions' names
+#: against it on the rendered seeds), so that a run refuses a user's file of that name before it starts.
+SUMMARY_FIGURES = {
+    "pinterest_rlbp": ("td_loss_value.png", "td_loss_cpc.png", "ips_vs_truth.png"),
+    "waypoint_opd": ("teacher_rl_reward.png", "opd_comparison_expected_parity_rate.png",
+                     "opd_comparison_validation_nll.png"),
+}
+
+
+def summary_targets(jobs: list[Job]) -> list[str]:
+    """The files the summaries of ``jobs``' folders may replace, relative to ``--out``: ``summary.json`` and the
+    method's figures (:data:`SUMMARY_FIGURES`)."""
+    names = [f"{j.rel_dir}/{n}" for j in jobs for n in ("summary.json", *SUMMARY_FIGURES.get(j.method, ()))]
+    return list(dict.fromkeys(names))
 
 
 def _execute_summary(source: Path, executed: Path, parameters: dict[str, Any], scratch: Path,
