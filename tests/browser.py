@@ -149,7 +149,8 @@ ERROR_JS = """(() => Array.from(document.querySelectorAll(
 def open_explorer(page, base: str, notebook: str, token: str = "", timeout_s: float = 180) -> float:
     """Load an explorer under Voila (with the server's ``token``); returns seconds until its first picture is shown."""
     start = time.perf_counter()
-    page.goto(f"{base}/voila/render/{notebook}" + (f"?token={token}" if token else ""), timeout=timeout_s * 1000)
+    page.goto(f"{base}/voila/render/{notebook}" + (f"?token={token}" if token else ""), timeout=timeout_s * 1000,
+              wait_until="domcontentloaded")                  # the picture below is what counts as shown
     page.wait_for_selector(PICTURE_IMG, timeout=timeout_s * 1000)
     return time.perf_counter() - start
 
