@@ -377,3 +377,36 @@ def test_the_security_page_shows_the_bounds_in_the_code():
     assert block == params.bounds_markdown()
     assert f"{cli.MAX_CELL_TIMEOUT:,.0f} s" in text
     assert all(f"`{option}` {bound:,}" in text for option, bound in cli.RUN_BOUNDS.items())
+
+
+# ---------------------------------------------------------------- explorers (also noticed: make explore had no token)
+
+def test_make_explore_serves_with_a_fresh_token_kept_off_the_command_line():
+    """``make explore`` runs litrepro.explore.serve: a new token each start, in the environment (a command line is
+    readable by every local user in /proc), printed in the addresses; Voila gets litrepro's template."""
+    from litrepro.explore import serve
+
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    recipe = makefile.split("\nexplore:", 1)[1].split("\n\n", 1)[0]
+    assert "-m litrepro.explore.serve" in recipe and "voila" not in recipe.replace("litrepro.explore.serve", "")
+    first, second = serve.new_token(), serve.new_token()
+    assert first != second and len(first) >= 40
+    cmd = serve.voila_command(Path("notebooks"), 8866)
+    assert first not in " ".join(cmd) and "--Voila.ip=127.0.0.1" in cmd and "--Voila.auto_token=True" in cmd
+    assert f"--VoilaConfiguration.template={serve.TEMPLATE}" in cmd
+    env = serve.voila_environment(first, {"JUPYTER_TOKEN_FILE": "/elsewhere"})
+    assert env["JUPYTER_TOKEN"] == first and "JUPYTER_TOKEN_FILE" not in env
+    assert env["JUPYTER_PATH"].split(os.pathsep)[0] == str(serve.JUPYTER_DATA)
+    assert all(url.endswith(f"?token={first}") and url.startswith("http://127.0.0.1:8866/")
+               for url in serve.addresses(8866, first).values())
+
+
+def test_litrepros_voila_template_links_no_other_host():
+    from litrepro.explore import serve
+
+    folder = serve.JUPYTER_DATA / "voila" / "templates" / serve.TEMPLATE
+    import re
+
+    for path in folder.iterdir():
+        text = re.sub(r"\{#.*?#\}", "", path.read_text(), flags=re.S)     # Jinja comments name the hosts dropped
+        assert "cdn" not in text and "https://" not in text and "http://" not in text, path
