@@ -47,13 +47,11 @@ test: install
 lab: install
 	$(BIN)/jupyter lab notebooks/
 
-# The two explorers (notebooks/explore_*.ipynb) as standalone pages, served by Voila on localhost.
+# The two explorers (notebooks/explore_*.ipynb) as standalone pages, served by Voila on 127.0.0.1 behind a
+# fresh token (printed in the addresses), with no request to another host (docs/security.md).
 EXPLORE_PORT ?= 8866
 explore: corpus
-	@echo "litrepro explorers (Ctrl-C stops the server):"
-	@echo "  pinterest_rlbp: http://localhost:$(EXPLORE_PORT)/voila/render/explore_pinterest_rlbp.ipynb"
-	@echo "  waypoint_opd:   http://localhost:$(EXPLORE_PORT)/voila/render/explore_waypoint_opd.ipynb"
-	$(BIN)/voila notebooks/ --no-browser --port=$(EXPLORE_PORT) --Voila.ip=127.0.0.1 --show_tracebacks=True
+	$(BIN)/python -m litrepro.explore.serve --port $(EXPLORE_PORT)
 
 bench: install
 	$(BIN)/python benchmarks/run.py

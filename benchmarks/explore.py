@@ -87,11 +87,11 @@ def in_browser(repeats: int, seeds: int) -> dict:
     import browser
 
     out = {}
-    with tempfile.TemporaryDirectory() as tmp, browser.server("voila", Path(tmp) / "voila.log") as (url, _), \
+    with tempfile.TemporaryDirectory() as tmp, browser.server("voila", Path(tmp) / "voila.log") as (url, _, token), \
             browser.browser() as b:
         for notebook, (label, option) in browser.EXPLORERS.items():
-            page = b.new_page()
-            first = browser.open_explorer(page, url, notebook)
+            page = browser.new_page(b)
+            first = browser.open_explorer(page, url, notebook, token)
             options = page.locator(".widget-dropdown", has_text=label).locator("option").all_inner_texts()
             cheap = [browser.choose(page, label, options[(i + 1) % len(options)]) for i in range(repeats)]
             fresh = []

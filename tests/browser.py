@@ -16,6 +16,9 @@ import time
 import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
+
+from litrepro.explore import serve
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("LITREPRO_CHROMIUM", "/usr/bin/chromium")
@@ -57,9 +60,11 @@ LAB_SETTINGS = {  # every cell in the DOM (no windowing), and nothing saved back
 
 @contextmanager
 def server(kind: str, log: Path):
-    """``voila`` or ``lab`` on a copy of ``notebooks/``, localhost only; yields (base URL, the copy).
+    """``voila`` or ``lab`` on a copy of ``notebooks/``, localhost only; yields (base URL, the copy, token).
 
     The copy keeps the repository's notebooks untouched whatever the browser does.
+    Voila is started exactly as ``make explore`` starts it (:mod:`litrepro.explore.serve`:
+    its template and a token); a page's address needs ``?token=`` (see :func:`open_explorer`).
     """
     port = free_port()
     root = log.parent / "notebooks"
@@ -71,22 +76,24 @@ def server(kind: str, log: Path):
     for name, text in LAB_SETTINGS.items():
         (settings / name).parent.mkdir(parents=True, exist_ok=True)
         (settings / name).write_text(text)
+    token = ""
+    env = {**os.environ, "MPLBACKEND": "Agg", "JUPYTER_CONFIG_DIR": str(log.parent / "jupyter-config")}
     if kind == "voila":
-        cmd = [str(BIN / "voila"), str(root), "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
-               "--show_tracebacks=True", *ipc]
-        probe = f"http://127.0.0.1:{port}/"
+        token = serve.new_token()
+        cmd = serve.voila_command(root, port, "--show_tracebacks=True", *ipc)
+        env = serve.voila_environment(token, env)
+        probe = f"http://127.0.0.1:{port}/?token={token}"
     else:
         cmd = [str(BIN / "jupyter"), "lab", "--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1",
                "--IdentityProvider.token=", "--ServerApp.password=", f"--ServerApp.root_dir={root}", f"--LabApp.user_settings_dir={settings}",
                "--ServerApp.disable_check_xsrf=True", "--allow-root", "--LabApp.news_url=", "--LabServerApp.workspaces_dir="
                + str(log.parent / "workspaces"), *ipc]
         probe = f"http://127.0.0.1:{port}/api/status"
-    env = {**os.environ, "MPLBACKEND": "Agg", "JUPYTER_CONFIG_DIR": str(log.parent / "jupyter-config")}
     with open(log, "wb") as out:
         proc = subprocess.Popen(cmd, cwd=root, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         _wait_http(probe, 60, proc)
-        yield f"http://127.0.0.1:{port}", root
+        yield f"http://127.0.0.1:{port}", root, token
     finally:
         proc.terminate()
         try:
@@ -108,6 +115,30 @@ def browser():
             b.close()
 
 
+#: Hosts a page may request: this machine only.
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+def new_page(b):
+    """A page whose requests to any host but this machine are recorded in ``page.external`` and refused.
+
+    Refusing them keeps a test from waiting on DNS offline; recording them lets the test fail on them.
+    """
+    page = b.new_page()
+    page.external = []
+
+    def route(r) -> None:
+        parts = urlsplit(r.request.url)
+        if parts.scheme in ("http", "https", "ws", "wss") and parts.hostname not in LOCAL_HOSTS:
+            page.external.append(r.request.url)
+            r.abort()
+        else:
+            r.continue_()
+
+    page.route("**/*", route)
+    return page
+
+
 PICTURE_IMG = ".litrepro-picture img"
 NUMBERS = ".litrepro-numbers"
 ERROR_JS = """(() => Array.from(document.querySelectorAll(
@@ -115,10 +146,11 @@ ERROR_JS = """(() => Array.from(document.querySelectorAll(
     .map(e => e.innerText).filter(t => t.trim().length > 0))"""
 
 
-def open_explorer(page, base: str, notebook: str, timeout_s: float = 180) -> float:
-    """Load an explorer under Voila; returns seconds until its first picture is shown."""
+def open_explorer(page, base: str, notebook: str, token: str = "", timeout_s: float = 180) -> float:
+    """Load an explorer under Voila (with the server's ``token``); returns seconds until its first picture is shown."""
     start = time.perf_counter()
-    page.goto(f"{base}/voila/render/{notebook}", timeout=timeout_s * 1000)
+    page.goto(f"{base}/voila/render/{notebook}" + (f"?token={token}" if token else ""), timeout=timeout_s * 1000,
+              wait_until="domcontentloaded")                  # the picture below is what counts as shown
     page.wait_for_selector(PICTURE_IMG, timeout=timeout_s * 1000)
     return time.perf_counter() - start
 

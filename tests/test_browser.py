@@ -27,8 +27,8 @@ def voila(tmp_path_factory):
 def test_explorer_redraws_in_the_browser(voila, notebook, record_property):
     label, option = browser.EXPLORERS[notebook]
     with browser.browser() as b:
-        page = b.new_page()
-        first = browser.open_explorer(page, voila[0], notebook)
+        page = browser.new_page(b)
+        first = browser.open_explorer(page, voila[0], notebook, voila[2])
         src, numbers = page.get_attribute(browser.PICTURE_IMG, "src"), page.inner_text(browser.NUMBERS)
         assert src.startswith("data:image/png") and numbers.startswith("seed 42")
         redraw = browser.choose(page, label, option)
@@ -37,6 +37,7 @@ def test_explorer_redraws_in_the_browser(voila, notebook, record_property):
         page.wait_for_function("([sel, old]) => document.querySelector(sel).innerText !== old",
                                arg=[browser.NUMBERS, numbers], timeout=30_000)
         assert not browser.errors(page)
+        assert page.external == []                                                 # no request left the machine
         record_property("first_view_s", round(first, 2))
         record_property("redraw_s", round(redraw, 3))
         print(f"\n{notebook}: first view {first:.1f} s, redraw after '{label}' -> '{option}' {redraw:.2f} s")
@@ -53,12 +54,35 @@ def test_an_error_in_a_redraw_is_seen(voila):
                            "        return super().compute(**values)\n"
                            "Faulty()")
     with browser.browser() as b:
-        page = b.new_page()
-        browser.open_explorer(page, voila[0], "explore_fault.ipynb")
+        page = browser.new_page(b)
+        browser.open_explorer(page, voila[0], "explore_fault.ipynb", voila[2])
         assert not browser.errors(page)
         page.locator(".widget-dropdown", has_text="campaign kind").locator("select").select_option(label="unconstrained")
         page.wait_for_function(browser.ERROR_JS + "().length > 0", timeout=60_000)
         assert any("planted fault" in e for e in browser.errors(page))
+        assert page.external == []
+
+
+def test_the_explorer_server_requires_its_token_and_its_pages_request_only_localhost(voila):
+    """``make explore`` serves with a token: without it no page and no kernel; the file list, like the
+    explorers, makes no request to another host (Voila's own template links Font Awesome from a CDN)."""
+    import urllib.error
+    import urllib.request
+
+    base, _, token = voila
+    assert len(token) >= 40
+    for path in ("/voila/render/explore_pinterest_rlbp.ipynb", "/voila/render/explore_pinterest_rlbp.ipynb?token=x", "/"):
+        try:                                                  # rendering a page is what starts a kernel
+            with urllib.request.urlopen(base + path, timeout=30) as reply:
+                assert "/login" in reply.url and "litrepro-picture" not in reply.read().decode(), path   # the login form
+        except urllib.error.HTTPError as err:
+            assert err.code in (401, 403), (path, err.code)
+    with browser.browser() as b:
+        page = browser.new_page(b)
+        page.goto(f"{base}/?token={token}", timeout=60_000)
+        page.wait_for_selector("text=explore_pinterest_rlbp.ipynb", timeout=60_000)
+        page.wait_for_load_state("load", timeout=60_000)
+        assert page.external == []
 
 
 @pytest.fixture(scope="module")
@@ -72,18 +96,19 @@ def lab(tmp_path_factory):
 def test_method_notebook_runs_all_in_jupyterlab(lab, notebook):
     """Open the notebook in JupyterLab, Run All Cells, wait for every cell, and find no error output."""
     with browser.browser() as b:
-        page = b.new_page()
+        page = browser.new_page(b)
         browser.run_all_in_lab(page, lab[0], notebook)
         counts = browser.execution_counts(page)
         assert counts and all(c.strip() not in ("[ ]:", "[*]:") for c in counts), counts
         assert not browser.errors(page)
+        assert page.external == []
 
 
 def test_an_error_in_jupyterlab_is_seen(lab):
     """The error check itself: a notebook that raises leaves an error output that ``errors`` finds."""
     browser.write_notebook(lab[1] / "fault.ipynb", "raise ValueError('planted fault')")
     with browser.browser() as b:
-        page = b.new_page()
+        page = browser.new_page(b)
         browser.run_all_in_lab(page, lab[0], "fault.ipynb")
         assert any("planted fault" in e for e in browser.errors(page))
 
@@ -91,8 +116,9 @@ def test_an_error_in_jupyterlab_is_seen(lab):
 def test_explorer_runs_inside_jupyterlab(lab):
     """The same explorer notebook in JupyterLab: Run All shows the picture, and a control redraws it."""
     with browser.browser() as b:
-        page = b.new_page()
+        page = browser.new_page(b)
         browser.run_all_in_lab(page, lab[0], "explore_pinterest_rlbp.ipynb")
         page.wait_for_selector(browser.PICTURE_IMG, timeout=120_000)
         assert browser.choose(page, "campaign kind", "unconstrained") > 0
         assert not browser.errors(page)
+        assert page.external == []

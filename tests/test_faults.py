@@ -119,27 +119,40 @@ def test_dask_local_cluster_matches_a_local_run(done_seed, tmp_path):
         assert dask_result[key] == local_result[key], key
 
 
-def _tmp_litter() -> set[str]:
+@pytest.fixture
+def own_tmp():
+    """A TMPDIR and XDG_RUNTIME_DIR of this test's own, so that no other process on the machine can fail its
+    litter check (it once compared the machine-wide /tmp).  Short: the kernels' fallback socket folders
+    (107-byte limit) go to $XDG_RUNTIME_DIR first."""
+    import shutil
     import tempfile
     from pathlib import Path
 
-    root = Path(tempfile.gettempdir())
-    return {p.name for pattern in ("litrepro-dask-*", "litrepro-ipc-*") for p in root.glob(pattern)}
+    root = Path(tempfile.mkdtemp(prefix="lr-"))
+    (root / "tmp").mkdir()
+    (root / "run").mkdir(mode=0o700)
+    yield root, {"TMPDIR": str(root / "tmp"), "XDG_RUNTIME_DIR": str(root / "run")}
+    shutil.rmtree(root, ignore_errors=True)
 
 
-def test_dask_worker_lost_mid_job_is_rescheduled_and_leaves_no_scratch(tmp_path):
+def _tmp_litter(root) -> set[str]:
+    """Everything a run left in the test's own temporary folders."""
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.parent != root}
+
+
+def test_dask_worker_lost_mid_job_is_rescheduled_and_leaves_no_scratch(tmp_path, own_tmp):
     pytest.importorskip("dask.distributed")
+    root, env = own_tmp
     once = tmp_path / "dask-died-once"
-    before = _tmp_litter()
     out = tmp_path / "out"
     outdir.claim(out)                                          # stale, from an earlier failure of the runner
     outdir.OutDir(out).write(f"pinterest_rlbp/{FOLDER}/seed-5.failed.ipynb", b"{}")
     proc = run_cli(*_args(out, 5, extra=["--scheduler", "dask", "--jobs", "2"]),
-                   env={"LITREPRO_TEST_FAULT": f"dask:pinterest_rlbp:5:{once}"})
+                   env={"LITREPRO_TEST_FAULT": f"dask:pinterest_rlbp:5:{once}", **env})
     assert once.exists() and proc.returncode == 0, proc.stderr
     assert (out / "pinterest_rlbp" / FOLDER / "seed-5.json").is_file()
     assert not (out / "pinterest_rlbp" / FOLDER / "seed-5.failed.ipynb").exists()
-    assert _tmp_litter() <= before and not list((out / ".litrepro" / "scratch").iterdir())
+    assert _tmp_litter(root) == set() and not list((out / ".litrepro" / "scratch").iterdir())
 
 
 def _descendants(pid: int) -> set[int]:
@@ -169,17 +182,19 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_sigkilled_runner_leaves_no_worker_or_kernel_alive(tmp_path):
+def test_sigkilled_runner_leaves_no_worker_or_kernel_alive(tmp_path, own_tmp):
+    root, env = own_tmp
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "litrepro", *_args(out, 5, 6, extra=["--jobs", "2"])],
-                            cwd=ROOT.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            cwd=ROOT.parent, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, **env})
     scratch = out / ".litrepro" / "scratch"
     deadline = time.time() + 120
     while time.time() < deadline and len(list(scratch.glob("*/w*/seed-*/*.ipynb"))) < 2:
         time.sleep(0.05)                                      # both notebooks are executing in their kernels
     family = _descendants(proc.pid)
     assert len(family) >= 4, family                           # two workers, two kernels
-    litter = _tmp_litter()
+    litter = _tmp_litter(root)
     proc.kill()                                               # the runner alone: not its process group
     proc.wait()
     deadline = time.time() + 15
@@ -188,7 +203,7 @@ def test_sigkilled_runner_leaves_no_worker_or_kernel_alive(tmp_path):
     assert not [p for p in family if _alive(p)]
     time.sleep(1.0)
     assert not list((out / "pinterest_rlbp").rglob("seed-*.json"))   # nobody kept writing after the runner died
-    assert _tmp_litter() <= litter                            # the kernels' sockets were in the scratch
+    assert _tmp_litter(root) <= litter                        # the kernels' sockets were in the scratch
 
 
 def test_kernel_killed_mid_notebook_is_lost_kept_and_retried(done_seed, tmp_path):

@@ -133,7 +133,7 @@ def test_malformed_scheduler_address_is_one_line(tmp_path, address):
     proc = run_cli("run", "--methods", "pinterest_rlbp", "--seeds", "5", "--out", str(tmp_path / "o"),
                    "--no-progress", "--scheduler", address)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert "expected local, dask or tcp://HOST:PORT" in proc.stderr and not (tmp_path / "o").exists()
+    assert "expected local, dask, tls://HOST:PORT or tcp://HOST:PORT" in proc.stderr and not (tmp_path / "o").exists()
 
 
 def test_unreachable_scheduler_creates_nothing(tmp_path):
@@ -196,19 +196,20 @@ def test_disk_full_while_writing_summary_json_is_one_line(tmp_path, monkeypatch,
         return write(self, rel, data)
 
     monkeypatch.setattr(runner, "summarise", lambda method, results: {"seeds": [5]})
+    monkeypatch.setattr(runner.methods.Method, "plot_function", lambda self: (lambda results: {}))
     monkeypatch.setattr(outdir.OutDir, "write", full)
     code = cli.main(["run", "--methods", "pinterest_rlbp", "--seeds", "5", "--out", str(tmp_path / "o"),
                      "--no-progress", "--no-summary-notebook"])
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err and "1 ran, 0 current, 0 failed" in err
-    assert "summary not written (OSError: [Errno 28] No space left on device)" in err
+    assert "summary.json not written (nothing written): OSError: [Errno 28] No space left on device" in err
 
 
 def test_local_dask_cluster_gets_no_more_workers_than_jobs(tmp_path, monkeypatch, capsys):
     pytest.importorskip("dask.distributed")
     from litrepro import scheduler
 
-    def fake_connect(name, *, workers=1, local_directory=None):
+    def fake_connect(name, *, workers=1, local_directory=None, security=None):
         raise UsageError(f"would start {workers} workers")
 
     monkeypatch.setattr(scheduler, "connect", fake_connect)

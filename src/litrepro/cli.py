@@ -32,6 +32,30 @@ MAX_SEED = 2**32 - 1
 DEFAULT_MAX_JOBS = 10_000
 #: Seconds one notebook cell may run before the job fails as hung (our cells take seconds).
 DEFAULT_CELL_TIMEOUT = 1800.0
+#: ``--cell-timeout`` above this (7 days), like 0, means no limit: larger numbers overflow the clocks
+#: of the libraries that wait on a kernel (``OverflowError: timestamp out of range`` at 1e10).
+MAX_CELL_TIMEOUT = 7 * 24 * 3600.0
+#: Upper bounds of the command line's counts (the parameters' bounds are in litrepro.params.UPPER_BOUNDS).
+RUN_BOUNDS = {"--max-jobs": 1_000_000, "--jobs": 1_024, "--retries": 100, "--kernel-reuse": 100_000}
+#: Longest error line printed (a backstop: every message already cuts the values it quotes).
+MAX_MESSAGE = 2_000
+
+
+def _short(text: str, limit: int = 60) -> str:
+    """A user's value quoted for a one-line message, cut at ``limit`` characters."""
+    shown = ascii(text)
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(text)} characters)"
+
+
+def _number(kind: type):
+    """An argparse type: ``kind(text)``, refused with a short message (a 5000-digit value is not echoed)."""
+    def convert(text: str):
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{_short(text)} is not {'an integer' if kind is int else 'a number'}") from None
+    convert.__name__ = kind.__name__
+    return convert
 
 
 def seed_intervals(tokens: list[str]) -> list[tuple[int, int]]:
@@ -44,13 +68,13 @@ def seed_intervals(tokens: list[str]) -> list[tuple[int, int]]:
             try:
                 start, end = (int(lo), int(hi)) if dash else (int(part), int(part))
             except ValueError:
-                raise UsageError(f"--seeds: {part!r} is not a seed or a range like 0-99") from None
+                raise UsageError(f"--seeds: {_short(part)} is not a seed or a range like 0-99") from None
             if start < 0 or end < 0:
-                raise UsageError(f"--seeds: {part!r}: seeds must be non-negative")
+                raise UsageError(f"--seeds: {_short(part)}: seeds must be non-negative")
             if end < start:
-                raise UsageError(f"--seeds: range {part!r} is empty (end before start)")
+                raise UsageError(f"--seeds: range {_short(part)} is empty (end before start)")
             if end > MAX_SEED:
-                raise UsageError(f"--seeds: {part!r}: seeds must be at most 2**32-1 = {MAX_SEED}")
+                raise UsageError(f"--seeds: {_short(part)}: seeds must be at most 2**32-1 = {MAX_SEED}")
             intervals.append((start, end))
     if not intervals:
         raise UsageError("--seeds: no seeds given")
@@ -104,7 +128,7 @@ def sweep_points(settings: list[str], method_names: list[str],
                              "(raise --max-jobs to run more)")
     keys = [k for k, _ in parsed]
     if len(set(keys)) != len(keys):
-        raise ParameterError(f"--set: parameter given twice: {sorted(k for k in keys if keys.count(k) > 1)[0]!r}")
+        raise ParameterError(f"--set: parameter given twice: {_short(sorted(k for k in keys if keys.count(k) > 1)[0])}")
     known = {name: {f.name for f in dataclasses.fields(methods.get(name).config_class())} for name in method_names}
     for key in keys:
         if not any(key in names for names in known.values()):
@@ -125,22 +149,27 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="execute method notebooks per seed with papermill")
     run.add_argument("--methods", nargs="+", default=list(methods.METHODS), help="default: all methods")
     run.add_argument("--seeds", nargs="+", default=["42", "43", "44"], help="seeds, lists or ranges (0-99)")
-    run.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel notebooks (default: cores)")
+    run.add_argument("--jobs", type=_number(int), default=os.cpu_count() or 1, help="parallel notebooks (default: cores)")
     run.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None, help="override the parameter file")
     run.add_argument("--out", type=Path, default=RENDERED, help="output folder (default: rendered/)")
     run.add_argument("--force", action="store_true", help="rerun seeds whose outputs are current")
     run.add_argument("--set", dest="settings", action="append", default=[], metavar="KEY=V[,V...]",
                      help="parameter override; several values sweep their product")
     run.add_argument("--scheduler", default="local",
-                     help="local (worker processes, default), dask (a local Dask cluster) or tcp://HOST:PORT")
-    run.add_argument("--max-jobs", type=int, default=DEFAULT_MAX_JOBS,
+                     help="local (worker processes, default), dask (a private local Dask cluster, TLS) or "
+                          "tls://HOST:PORT (tcp:// works, unencrypted); see docs/security.md")
+    run.add_argument("--tls-ca-file", default=None, metavar="FILE", help="with tls://: the CA that signed the scheduler's certificate")
+    run.add_argument("--tls-cert", default=None, metavar="FILE", help="with tls://: this client's certificate")
+    run.add_argument("--tls-key", default=None, metavar="FILE", help="with tls://: this client's private key")
+    run.add_argument("--max-jobs", type=_number(int), default=DEFAULT_MAX_JOBS,
                      help=f"refuse a run of more jobs than this (default {DEFAULT_MAX_JOBS})")
-    run.add_argument("--kernel-reuse", type=int, default=None, metavar="N",
+    run.add_argument("--kernel-reuse", type=_number(int), default=None, metavar="N",
                      help="notebooks per warm kernel before it is replaced (default 20)")
     run.add_argument("--fresh-kernels", action="store_true", help="a fresh kernel for every notebook")
-    run.add_argument("--cell-timeout", type=float, default=DEFAULT_CELL_TIMEOUT, metavar="SECONDS",
-                     help=f"fail a notebook whose cell runs longer than this (0: no limit; default {DEFAULT_CELL_TIMEOUT:g})")
-    run.add_argument("--retries", type=int, default=0, help="re-run lost jobs up to this many times")
+    run.add_argument("--cell-timeout", type=_number(float), default=DEFAULT_CELL_TIMEOUT, metavar="SECONDS",
+                     help=f"fail a notebook whose cell runs longer than this (0 or more than {MAX_CELL_TIMEOUT:g}: "
+                          f"no limit; default {DEFAULT_CELL_TIMEOUT:g})")
+    run.add_argument("--retries", type=_number(int), default=0, help="re-run lost jobs up to this many times")
     run.add_argument("--retry-failed", action="store_true", help="with --retries, also re-run failed notebooks")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     run.add_argument("--no-summary-notebook", action="store_true", help="skip executing notebooks/summary.ipynb")
@@ -165,6 +194,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-jobs must be >= 1, got {args.max_jobs}")
     if args.kernel_reuse is not None and args.kernel_reuse < 1:
         raise UsageError(f"--kernel-reuse must be >= 1, got {args.kernel_reuse}")
+    for option, bound in RUN_BOUNDS.items():
+        value = getattr(args, option[2:].replace("-", "_"))
+        if value is not None and value > bound:
+            raise UsageError(f"{option} {value} is more than its upper bound {bound:_} (litrepro.cli.RUN_BOUNDS)")
     if args.fresh_kernels and args.kernel_reuse not in (None, 1):
         raise UsageError("--fresh-kernels and --kernel-reuse N > 1 contradict each other")
     reuse = 1 if args.fresh_kernels else (args.kernel_reuse or runner.DEFAULT_KERNEL_REUSE)
@@ -177,23 +210,32 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError(f"{len(seeds) * per_seed} jobs is more than --max-jobs {args.max_jobs}")
     outdir.inspect(out)                        # reads only: a foreign, non-empty folder is refused here
     client = cluster = None
-    if args.scheduler.startswith("tcp://"):    # an unreachable scheduler fails before --out is touched
-        from litrepro.scheduler import connect
+    if args.scheduler.startswith(("tcp://", "tls://")):   # an unreachable scheduler fails before --out is touched
+        from litrepro.scheduler import connect, external_security
 
-        client, cluster = connect(args.scheduler)
-    timeout = args.cell_timeout or None
+        security = external_security(args.tls_ca_file, args.tls_cert, args.tls_key)
+        client, cluster = connect(args.scheduler, security=security)
+    elif args.tls_ca_file or args.tls_cert or args.tls_key:
+        raise UsageError("--tls-ca-file, --tls-cert and --tls-key are for an external tls:// scheduler")
+    timeout = cell_timeout(args.cell_timeout)
     jobs = [runner.Job(m, s, runner.variant_dir(out, m, p), args.device, p, timeout, root=out)
             for m in args.methods for p in points[m] for s in seeds]
     problems: list[str] = []
     try:
         with outdir.lock(out):
             folder = outdir.OutDir(out)
-            outdir.remove_stale_scratch(out)          # killed runs' scratch and partial files, as OWNER lists
             if out.resolve() == RENDERED.resolve():
                 folder.adopt_git_tracked(RENDERED.parent)   # a fresh clone: the committed outputs, unmodified
-            # Before anything is written: every file this run may replace or delete must be its own.
-            folder.check_replaceable([t for j in jobs for t in runner.job_targets(j)]
-                                     + [f"{j.rel_dir}/summary.json" for j in jobs] + list(runner.SUMMARY_FILES))
+            # Before anything is written: every file this run may replace or delete must be its own (seed
+            # files, summaries, figures, summary notebooks and their HTML).
+            try:
+                folder.check_replaceable([t for j in jobs for t in runner.job_targets(j)]
+                                         + runner.summary_targets(jobs)
+                                         + list(runner.SUMMARY_FILES))
+            except outdir.Refused as err:
+                raise outdir.Refused(f"{err}; refused before the run: nothing in --out was written, replaced or "
+                                     f"deleted (litrepro's own {outdir.STATE}/ record aside)") from None
+            outdir.remove_stale_scratch(out)          # killed runs' scratch and partial files, as OWNER lists
             scratch = outdir.new_run_scratch(out)
             saved_env = dict(os.environ)
             try:
@@ -262,7 +304,7 @@ def _run_jobs(args, jobs, scratch, reuse, client, cluster) -> tuple[list[dict], 
     finish = close = None
     try:
         if args.scheduler == "local":
-            pool = runner.LocalWorkers(scratch, kernel_reuse=reuse, timeout=args.cell_timeout or None)
+            pool = runner.LocalWorkers(scratch, kernel_reuse=reuse, timeout=cell_timeout(args.cell_timeout))
             submit, finish = pool.submit, pool.close
         elif todo or client is not None:
             from litrepro.scheduler import connect, dask_submitter
@@ -282,6 +324,11 @@ def _run_jobs(args, jobs, scratch, reuse, client, cluster) -> tuple[list[dict], 
     return outcomes, skipped
 
 
+def cell_timeout(seconds: float) -> float | None:
+    """``--cell-timeout`` as the runner uses it: None (no limit) for 0 and above :data:`MAX_CELL_TIMEOUT`."""
+    return None if seconds == 0 or seconds > MAX_CELL_TIMEOUT else float(seconds)
+
+
 def cmd_fetch(args: argparse.Namespace) -> int:
     from litrepro.waypoint.corpus import fetch_corpus
 
@@ -292,7 +339,8 @@ def cmd_fetch(args: argparse.Namespace) -> int:
 
 def one_line(text: str) -> str:
     """``text`` on one line: newlines and other control characters escaped (no forged report lines)."""
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text))
+    line = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in str(text)[:MAX_MESSAGE * 2])
+    return line if len(line) <= MAX_MESSAGE else f"{line[:MAX_MESSAGE]}... (cut)"
 
 
 def main(argv: list[str] | None = None) -> int:

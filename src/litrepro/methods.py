@@ -60,7 +60,8 @@ def get(name: str) -> Method:
     try:
         return METHODS[name]
     except KeyError:
-        raise UnknownMethod(f"unknown method {name!r} (known: {', '.join(METHODS)})") from None
+        shown = ascii(name) if len(name) <= 60 else f"{ascii(name)[:60]}..."
+        raise UnknownMethod(f"unknown method {shown} (known: {', '.join(METHODS)})") from None
 
 
 def notebook_defaults(path: Path) -> dict[str, Any]:

@@ -6,8 +6,9 @@ running litrepro):
 
 * ``OWNER``, the runner's record: a journal, one JSON object a line, of every
   file the runner wrote into ``--out`` with its sha256 (``{"file", "sha256"}``),
-  of every temporary file before it is created (``{"partial"}``) and of every
-  file it removed (``{"gone"}``).  Lines are appended with ``O_APPEND``, one
+  of every temporary file as soon as it is created, with its identity
+  (``{"partial", "dev", "ino", "size"}``), and of every file it removed or no
+  longer tracks (``{"gone"}``).  Lines are appended with ``O_APPEND``, one
   ``write`` each, so parallel workers can record their own files; each run
   compacts the journal under the lock.
 * ``lock``, the run lock (``flock``, released when the process dies);
@@ -28,7 +29,16 @@ Rules, all enforced here (:class:`OutDir`):
   has now.  Anything else is refused with one line naming the file.
 * After a SIGKILL, the next run (under the lock) removes the temporary files
   that ``OWNER`` lists as ``partial`` and that never became ``file`` entries,
-  and the registered scratch folders of killed runs; nothing else.
+  but only a name of the runner's own pattern (``.<name>.<12 hex>.tmp``) that
+  is still the very file it created: a regular file of this user, one link,
+  with the device and inode recorded at creation and at most the recorded
+  size.  A journal line cannot name anything else into deletion.  (A SIGKILL in
+  the microseconds between creating a temporary file and recording it leaves
+  that hidden ``.tmp`` file in place: it is never deleted without that proof.)
+  The registered scratch folders of killed runs go too; nothing else.
+* ``OWNER`` and ``lock`` must be regular files of this user with one link: a
+  hard link (``cp -al`` of an output folder) would let a run write into
+  another folder's record, so it is refused with one line.
 
 ``--out`` must be new, empty, or a litrepro output folder: one with a
 ``.litrepro/OWNER`` record, or the project's own ``rendered/``.  A fresh clone
@@ -63,6 +73,8 @@ RUN_FILE = "RUN"
 SCRATCH = "scratch"
 CACHE = "cache"
 _RUN_NAME = re.compile(r"[0-9]{1,10}-[0-9a-f]{12}")
+#: The runner's temporary files: ``.<target name, at most 200 characters>.<12 hex>.tmp``.
+_TMP_NAME = re.compile(r"\.[^/]{1,200}\.[0-9a-f]{12}\.tmp")
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 #: Linux limits: a path of at most 4095 bytes, a name of at most 255.
@@ -95,6 +107,23 @@ def absolute(out: Path | str) -> Path:
         raise UsageError(f"--out: the path is too long ({len(raw)} bytes; Linux allows {MAX_PATH_BYTES}, "
                          f"{MAX_NAME_BYTES} per name)")
     return path
+
+
+def is_temporary_name(name: str) -> bool:
+    """Whether ``name`` has the pattern of the runner's own temporary files (``.<name>.<12 hex>.tmp``)."""
+    return _TMP_NAME.fullmatch(name) is not None
+
+
+def _check_private(info: os.stat_result, shown: Path) -> None:
+    """Refuse a journal or lock that is not a regular file of this user with exactly one link."""
+    if not stat.S_ISREG(info.st_mode):
+        raise Refused(f"{show(shown)}: is {_kind(info.st_mode)}, not a regular file; refused")
+    if info.st_uid != os.geteuid():
+        raise Refused(f"{show(shown)}: belongs to another user (uid {info.st_uid}); refused")
+    if info.st_nlink != 1:
+        raise Refused(f"{show(shown)}: has {info.st_nlink} hard links (a copy made with cp -al?); litrepro does not "
+                      f"write through a shared file: give this folder its own copy (cp {shown.name} {shown.name}.own "
+                      f"&& mv {shown.name}.own {shown.name}) or use another --out")
 
 
 def _kind(mode: int) -> str:
@@ -197,8 +226,7 @@ class OutDir:
         finally:
             os.close(fd)
         try:
-            if not stat.S_ISREG(os.fstat(handle).st_mode):
-                raise Refused(f"{show(self.root / STATE / MARKER)}: not a regular file; refused")
+            _check_private(os.fstat(handle), self.root / STATE / MARKER)
             os.write(handle, (json.dumps(entry, sort_keys=True) + "\n").encode())
         finally:
             os.close(handle)
@@ -208,7 +236,7 @@ class OutDir:
         if fd is None:
             return None
         try:
-            data = self._read_at(fd, MARKER, self.root / STATE / MARKER)
+            data = self._read_at(fd, MARKER, self.root / STATE / MARKER, private=True)
         finally:
             os.close(fd)
         return None if data is None else data.decode("utf-8", errors="replace")
@@ -218,8 +246,13 @@ class OutDir:
 
     def record(self) -> tuple[dict[str, str], set[str]]:
         """``({path: sha256} of the files the runner wrote, {temporary files not known to be gone})``."""
+        files, partial = self._entries()
+        return files, set(partial)
+
+    def _entries(self) -> tuple[dict[str, str], dict[str, dict[str, int] | None]]:
+        """``({path: sha256}, {temporary path: its identity {dev, ino, size}, or None when not recorded}})``."""
         files: dict[str, str] = {}
-        partial: set[str] = set()
+        partial: dict[str, dict[str, int] | None] = {}
         for line in (self._read_record_text() or "").splitlines():
             try:
                 entry = json.loads(line)
@@ -229,12 +262,14 @@ class OutDir:
                 continue
             if isinstance(entry.get("file"), str) and isinstance(entry.get("sha256"), str):
                 files[entry["file"]] = entry["sha256"]
-                partial.discard(entry["file"])
+                partial.pop(entry["file"], None)
             elif isinstance(entry.get("partial"), str):
-                partial.add(entry["partial"])
+                ident = {k: entry.get(k) for k in ("dev", "ino", "size")}
+                ok = all(isinstance(v, int) and not isinstance(v, bool) for v in ident.values())
+                partial[entry["partial"]] = ident if ok else partial.get(entry["partial"])
             elif isinstance(entry.get("gone"), str):
                 files.pop(entry["gone"], None)
-                partial.discard(entry["gone"])
+                partial.pop(entry["gone"], None)
         return files, partial
 
     def claim(self) -> None:
@@ -247,15 +282,14 @@ class OutDir:
         try:
             handle = os.open(MARKER, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
                              | os.O_NONBLOCK, 0o600, dir_fd=fd)
-            kind = os.fstat(handle).st_mode
+            info = os.fstat(handle)
             os.close(handle)
         except OSError as err:
             raise Refused(f"{show(self.root / STATE / MARKER)}: not a regular file or not writable "
                           f"({err.strerror}); refused") from None
         finally:
             os.close(fd)
-        if not stat.S_ISREG(kind):
-            raise Refused(f"{show(self.root / STATE / MARKER)}: is {_kind(kind)}; refused")
+        _check_private(info, self.root / STATE / MARKER)
         for name in (SCRATCH, CACHE):
             os.close(self._open_dir([STATE, name], True, 0o700))
 
@@ -266,8 +300,11 @@ class OutDir:
         return parts[:-1], parts[-1]
 
     @staticmethod
-    def _read_at(dir_fd: int, name: str, shown: Path) -> bytes | None:
-        """A regular file's bytes (None when missing); a link, FIFO or device is refused, never opened blocking."""
+    def _read_at(dir_fd: int, name: str, shown: Path, private: bool = False) -> bytes | None:
+        """A regular file's bytes (None when missing); a link, FIFO or device is refused, never opened blocking.
+
+        ``private`` (the journal): also refused unless this user's, with one link.
+        """
         try:
             handle = os.open(name, _READ, dir_fd=dir_fd)
         except FileNotFoundError:
@@ -281,6 +318,8 @@ class OutDir:
             info = os.fstat(handle)
             if not stat.S_ISREG(info.st_mode):
                 raise Refused(f"{show(shown)}: is {_kind(info.st_mode)}, not a regular file; refused")
+            if private:
+                _check_private(info, shown)
             if info.st_size > MAX_READ_BYTES:
                 raise Refused(f"{show(shown)}: larger than {MAX_READ_BYTES} bytes; not a litrepro output")
             chunks, total = [], 0
@@ -371,8 +410,10 @@ class OutDir:
         """Publish ``data`` as ``out/rel`` atomically: a fresh ``O_EXCL`` file, fsync, rename over the old one.
 
         The old file must be the runner's own (see :meth:`_check_ours`).  The
-        temporary file is recorded as ``partial`` before it is created, so a
-        SIGKILL at any point leaves nothing the next run does not remove.
+        temporary file is recorded as ``partial``, with its device, inode and
+        final size, as soon as it exists and before a byte is written, so the
+        next run removes what a SIGKILL leaves, and nothing else (see
+        :meth:`remove_partials`).
         """
         folders, name = self._split(rel)
         fd = self._open_dir(folders, create=True)
@@ -380,11 +421,13 @@ class OutDir:
             self._check_ours(fd, rel, name)
             tmp = f".{name[:200]}.{uuid.uuid4().hex[:12]}.tmp"
             tmp_rel = "/".join([*folders, tmp])
-            self._journal({"partial": tmp_rel})
             handle = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666,
                              dir_fd=fd)
             try:
                 try:
+                    info = os.fstat(handle)
+                    # Its identity, before a byte is written: the only proof a later clean-up accepts.
+                    self._journal({"partial": tmp_rel, "dev": info.st_dev, "ino": info.st_ino, "size": len(data)})
                     view = memoryview(data)
                     while view:
                         view = view[os.write(handle, view):]
@@ -420,19 +463,31 @@ class OutDir:
             os.close(fd)
 
     def remove_partials(self) -> list[str]:
-        """Delete the temporary files of killed runs that ``OWNER`` lists; call under :func:`lock`."""
-        _, partial = self.record()
+        """Delete the temporary files of killed runs that ``OWNER`` lists; call under :func:`lock`.
+
+        Only a name of the runner's temporary pattern whose file is still the one
+        it created (regular, this user's, one link, the recorded device and
+        inode, at most the recorded size) is deleted.  An entry that proves
+        nothing (another name, no identity, another file there now) deletes
+        nothing and is dropped from the record.
+        """
+        _, partial = self._entries()
         removed = []
-        for rel in sorted(partial):
+        for rel, ident in sorted(partial.items()):
             folders, name = self._split(rel)
+            if ident is None or not is_temporary_name(name):
+                self._journal({"gone": rel})    # proves nothing: never a reason to delete
+                continue
             try:
                 fd = self._open_dir(folders, create=False)
             except UsageError:
                 continue                        # a folder replaced by a link since: leave it alone
             if fd is not None:
                 try:
-                    mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
-                    if stat.S_ISREG(mode):
+                    info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    if (stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() and info.st_nlink == 1
+                            and (info.st_dev, info.st_ino) == (ident["dev"], ident["ino"])
+                            and info.st_size <= ident["size"]):
                         os.unlink(name, dir_fd=fd)
                         removed.append(rel)
                 except FileNotFoundError:
@@ -448,7 +503,7 @@ class OutDir:
         Hashes are checked when a file is replaced or deleted, not here (a
         run's end would otherwise read every output it ever wrote).
         """
-        owned, partial = self.record()
+        owned, partial = self._entries()
         keep = {}
         for rel, digest in owned.items():
             try:
@@ -457,7 +512,8 @@ class OutDir:
             except UsageError:
                 continue
         lines = [json.dumps({"file": rel, "sha256": keep[rel]}, sort_keys=True) for rel in sorted(keep)]
-        lines += [json.dumps({"partial": rel}) for rel in sorted(partial)]
+        lines += [json.dumps({"partial": rel, **ident}, sort_keys=True) for rel, ident in sorted(partial.items())
+                  if ident is not None]
         fd = self.state_fd()
         try:
             tmp = f".{MARKER}.{uuid.uuid4().hex[:12]}.tmp"
@@ -566,8 +622,7 @@ def lock(out: Path) -> Iterator[None]:
     finally:
         os.close(fd)
     try:
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
-            raise Refused(f"{show(folder.root / STATE / LOCK)}: not a regular file; refused")
+        _check_private(os.fstat(handle), folder.root / STATE / LOCK)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -23,6 +23,67 @@ from litrepro.errors import LitreproError
 
 C = TypeVar("C")
 
+# ------------------------------------------------------------------------------------------ bounds
+#: Upper bound of every size, count and step number a run's parameters set, whatever the method:
+#: :func:`validate` applies the bound of each field a config has (on top of the config's own range),
+#: so a value from the parameter file, ``--set`` or a notebook's parameters cell is refused up front,
+#: with one line naming the parameter and its bound, before any work.  Each bound is at least 10x the
+#: largest value the parameter files, notebooks and ``studies/`` use (``tests/test_params.py`` checks it).
+UPPER_BOUNDS: dict[str, int] = {
+    # pinterest_rlbp (defaults: 256, 24, 6, 32, 4, 4, 64, 600, 256, 50, 3, 400, 256; the study uses 16 logged days)
+    "n_campaigns": 65_536,
+    "steps_per_day": 1_440,
+    "segments_per_day": 1_440,
+    "opportunities_per_step": 4_096,
+    "logged_days": 366,
+    "eval_days": 366,
+    "hidden": 4_096,
+    "critic_steps": 100_000,
+    "batch_size": 65_536,
+    "target_update_every": 100_000,
+    "policy_rounds": 100,
+    "actor_steps": 100_000,
+    "actor_batch_size": 65_536,
+    # waypoint_opd (defaults: 24, 64, 32, 8, 4, 1, 8, 64, 2, 4, 16, 32, 256, 40, 256)
+    "train_end": 100_000_000,
+    "validation_end": 100_000_000,
+    "width": 4_096,
+    "window": 65_536,
+    "pretrain_batch": 65_536,
+    "teacher_steps": 100_000,
+    "specialist_steps": 100_000,
+    "prompt_len": 65_536,
+    "teacher_rl_updates": 100_000,
+    "teacher_rl_rollouts": 65_536,
+    "student_steps": 100_000,
+    "opd_batch": 65_536,
+    "max_new_tokens": 65_536,
+    "deflate_min_bytes": 100_000_000,
+    "eval_window": 65_536,
+    "comparison_steps": 100_000,
+    "comparison_eval_prompts": 65_536,
+}
+#: Bounds on products of fields (a cost estimate in elements or rollout tokens): several fields each
+#: within :data:`UPPER_BOUNDS` can still multiply into hours.  ``name: (fields multiplied, limit)``;
+#: the defaults' costs are 1000x or more below every limit.
+WORK_BOUNDS: dict[str, tuple[tuple[str, ...], int]] = {
+    "simulated auctions per day": (("n_campaigns", "steps_per_day", "opportunities_per_step"), 2_000_000_000),
+    "logged auctions": (("n_campaigns", "steps_per_day", "opportunities_per_step", "logged_days"), 20_000_000_000),
+    "evaluation auctions": (("n_campaigns", "steps_per_day", "opportunities_per_step", "eval_days"), 20_000_000_000),
+    "auctions in one step's tensors": (("n_campaigns", "opportunities_per_step"), 2**26),
+    "pretraining batch bytes": (("pretrain_batch", "window"), 2**24),
+    "critic samples": (("critic_steps", "batch_size", "policy_rounds"), 2_000_000_000),
+    "actor samples": (("actor_steps", "actor_batch_size", "policy_rounds"), 2_000_000_000),
+    "pretraining bytes": (("teacher_steps", "pretrain_batch", "window"), 2_000_000_000),
+    "teacher RL rollouts": (("teacher_rl_updates", "teacher_rl_rollouts"), 100_000_000),
+    "student rollout tokens": (("student_steps", "opd_batch", "max_new_tokens"), 1_000_000_000),
+    "comparison rollout tokens": (("comparison_steps", "opd_batch", "max_new_tokens"), 1_000_000_000),
+}
+#: Most items in a list-valued parameter (the longest any method uses has 3).
+MAX_LIST = 64
+#: Longest text of a user's value quoted in an error message (a 15 MB list is cut here).
+MAX_QUOTED = 60
+
 
 class ParameterError(LitreproError, ValueError):
     """A parameter is unknown, of the wrong type or out of range."""
@@ -41,13 +102,24 @@ def _type_name(tp: Any) -> str:
     return getattr(tp, "__name__", str(tp))
 
 
+def _quote(value: Any, limit: int = MAX_QUOTED) -> str:
+    """``repr(value)`` for a one-line message, cut at ``limit`` characters (an expanded YAML bomb is megabytes)."""
+    try:
+        shown = ascii(value) if isinstance(value, str) else repr(value)
+    except (ValueError, RecursionError):          # an int too long to print, a list nested too deep
+        return f"<{type(value).__name__}>"
+    return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(shown)} characters)"
+
+
 def _check_type(key: str, value: Any, tp: Any, source: str) -> Any:
     """Return ``value`` converted to ``tp`` (int -> float only) or raise."""
     origin = typing.get_origin(tp)
     if origin is list:
         (item_tp,) = typing.get_args(tp)
         if not isinstance(value, (list, tuple)):
-            raise ParameterError(f"{source}: parameter '{key}' = {value!r}: expected a list of {_type_name(item_tp)}")
+            raise ParameterError(f"{source}: parameter '{key}' = {_quote(value)}: expected a list of {_type_name(item_tp)}")
+        if len(value) > MAX_LIST:
+            raise ParameterError(f"{source}: parameter '{key}' has {len(value)} items; at most {MAX_LIST} are allowed")
         return [_check_type(f"{key}[{i}]", v, item_tp, source) for i, v in enumerate(value)]
     if tp is bool:
         ok = isinstance(value, bool)
@@ -57,14 +129,14 @@ def _check_type(key: str, value: Any, tp: Any, source: str) -> Any:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         value = float(value) if ok else value
         if ok and not math.isfinite(value):
-            raise ParameterError(f"{source}: parameter '{key}' = {value!r} is not a finite number")
+            raise ParameterError(f"{source}: parameter '{key}' = {_quote(value)} is not a finite number")
     elif tp is str:
         ok = isinstance(value, str)
     else:  # pragma: no cover - a config declared a type we do not support
         raise TypeError(f"unsupported parameter type {tp!r} for '{key}'")
     if not ok:
         raise ParameterError(
-            f"{source}: parameter '{key}' = {value!r} has type {type(value).__name__}, expected {_type_name(tp)}")
+            f"{source}: parameter '{key}' = {_quote(value)} has type {type(value).__name__}, expected {_type_name(tp)}")
     return value
 
 
@@ -72,13 +144,28 @@ def _check_range(key: str, value: Any, meta: Mapping[str, Any], source: str) -> 
     values = value if isinstance(value, list) else [value]
     for v in values:
         if meta["choices"] is not None and v not in meta["choices"]:
-            raise ParameterError(f"{source}: parameter '{key}' = {v!r} is not one of {list(meta['choices'])}")
+            raise ParameterError(f"{source}: parameter '{key}' = {_quote(v)} is not one of {list(meta['choices'])}")
         lo, hi = meta["lo"], meta["hi"]
         if lo is not None and (v <= lo if meta["lo_open"] else v < lo):
             bound = f"> {lo}" if meta["lo_open"] else f">= {lo}"
-            raise ParameterError(f"{source}: parameter '{key}' = {v!r} is out of range: must be {bound}")
+            raise ParameterError(f"{source}: parameter '{key}' = {_quote(v)} is out of range: must be {bound}")
         if hi is not None and v > hi:
-            raise ParameterError(f"{source}: parameter '{key}' = {v!r} is out of range: must be <= {hi}")
+            raise ParameterError(f"{source}: parameter '{key}' = {_quote(v)} is out of range: must be <= {hi}")
+        limit = UPPER_BOUNDS.get(key)
+        if limit is not None and not isinstance(v, str) and v > limit:
+            raise ParameterError(f"{source}: parameter '{key}' = {_quote(v)} is more than its upper bound {limit:_} "
+                                 "(litrepro.params.UPPER_BOUNDS)")
+
+
+def _check_work(values: Mapping[str, Any], source: str) -> None:
+    """Refuse a configuration whose cost (a product in :data:`WORK_BOUNDS`) is over its limit."""
+    for name, (fields, limit) in WORK_BOUNDS.items():
+        if all(isinstance(values.get(f), int) for f in fields):
+            cost = math.prod(values[f] for f in fields)
+            if cost > limit:
+                shown = " x ".join(f"{f}={values[f]}" for f in fields)
+                raise ParameterError(f"{source}: {name} {shown} = {cost:_} is more than the limit {limit:_} "
+                                     "(litrepro.params.WORK_BOUNDS)")
 
 
 def validate(cls: type[C], values: Mapping[str, Any], source: str) -> C:
@@ -90,9 +177,9 @@ def validate(cls: type[C], values: Mapping[str, Any], source: str) -> C:
     if not isinstance(values, Mapping):
         raise ParameterError(f"{source}: expected a mapping of parameter names to values, got {type(values).__name__}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - set(fields))
+    unknown = sorted(set(values) - set(fields), key=str)
     if unknown:
-        raise ParameterError(f"{source}: unknown parameter '{unknown[0]}' (known: {', '.join(sorted(fields))})")
+        raise ParameterError(f"{source}: unknown parameter {_quote(str(unknown[0]))} (known: {', '.join(sorted(fields))})")
     hints = typing.get_type_hints(cls)
     clean = {}
     for key, value in values.items():
@@ -100,6 +187,7 @@ def validate(cls: type[C], values: Mapping[str, Any], source: str) -> C:
         _check_range(key, value, fields[key].metadata, source)
         clean[key] = value
     config = cls(**clean)
+    _check_work(dataclasses.asdict(config), source)
     check = getattr(config, "check", None)
     if check is not None:  # cross-field constraints
         try:
@@ -109,6 +197,19 @@ def validate(cls: type[C], values: Mapping[str, Any], source: str) -> C:
     return config
 
 
+def refuse_aliases(text: str, where: str) -> None:
+    """Refuse YAML anchors and aliases (``&a``, ``*a``): 300 bytes of nested aliases expand to gigabytes.
+
+    Scans tokens only, so nothing is expanded; no parameter needs an alias.
+    """
+    try:
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(token, (yaml.AliasToken, yaml.AnchorToken)):
+                raise ParameterError(f"{where}: YAML anchors and aliases (&name, *name) are not allowed")
+    except yaml.YAMLError:
+        return                           # not valid YAML: the parser that follows says where
+
+
 def load_yaml(path: Path | str) -> dict[str, Any]:
     """Read a parameter file with ``yaml.safe_load``; errors name the file."""
     path = Path(path)
@@ -116,6 +217,7 @@ def load_yaml(path: Path | str) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise ParameterError(f"{path}: cannot read parameter file ({err.strerror})") from None
+    refuse_aliases(text, str(path))
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
@@ -170,7 +272,7 @@ def yaml_problem(err: Exception) -> str:
     return " ".join(f"{problem}{where}".split())
 
 
-def _short(text: str, limit: int = 60) -> str:
+def _short(text: str, limit: int = MAX_QUOTED) -> str:
     """A user value for a one-line message: escaped, and cut when long (a 5000-digit number)."""
     shown = ascii(text)
     return shown if len(shown) <= limit else f"{shown[:limit]}... ({len(text)} characters)"
@@ -182,6 +284,7 @@ def parse_override(text: str) -> tuple[str, list[Any]]:
     key = key.strip()
     if not sep or not key or not raw.strip():
         raise ParameterError(f"--set {_short(text)}: expected key=value")
+    refuse_aliases(raw, f"--set {_short(key)}")
     try:
         whole = yaml.safe_load(raw)
     except (yaml.YAMLError, ValueError):
@@ -193,7 +296,17 @@ def parse_override(text: str) -> tuple[str, list[Any]]:
     except yaml.YAMLError as err:
         raise ParameterError(f"--set {_short(text)}: value is not a YAML scalar ({yaml_problem(err)})") from None
     except ValueError as err:           # an integer of more than 4300 digits
-        raise ParameterError(f"--set {key}: value {_short(raw)} is not usable ({str(err).split(';')[0]})") from None
+        raise ParameterError(f"--set {_short(key)}: value {_short(raw)} is not usable ({str(err).split(';')[0]})") from None
     if any(v is None for v in values):
         raise ParameterError(f"--set {_short(text)}: empty value")
     return key, values
+
+
+def bounds_markdown() -> str:
+    """The bounds of :data:`UPPER_BOUNDS` and :data:`WORK_BOUNDS` as a markdown table (docs/security.md)."""
+    rows = ["| parameter or product | upper bound |", "|---|---:|"]
+    rows += [f"| `{name}` | {bound:,} |" for name, bound in UPPER_BOUNDS.items()]
+    rows += [f"| {name}: {' × '.join(f'`{f}`' for f in fields)} | {limit:,} |"
+             for name, (fields, limit) in WORK_BOUNDS.items()]
+    rows.append(f"| items in a list-valued parameter | {MAX_LIST} |")
+    return "\n".join(rows)

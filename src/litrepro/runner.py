@@ -31,7 +31,8 @@ from typing import Any, Callable
 from litrepro import methods, outdir
 from litrepro.errors import UsageError
 from litrepro.kernels import preexec_for_parent
-from litrepro.summary import seed_result_names, summarise
+from litrepro.results import parse_result, read_result, seed_result_names  # noqa: F401  (read_result: re-exported)
+from litrepro.summary import summarise
 from litrepro.worker import OUTCOME, job_parameters, output_paths
 
 #: Default notebooks per kernel before it is replaced (``--kernel-reuse``).
@@ -104,28 +105,6 @@ def variant_dir(out: Path, method: str, overrides: dict[str, Any]) -> Path:
         name = _HASHED + hashlib.sha256(json.dumps(overrides, sort_keys=True).encode()).hexdigest()[:16]
     assert "/" not in name and os.sep not in name and name not in (".", ".."), name
     return base / name
-
-
-def parse_result(data: bytes | None) -> dict[str, Any] | None:
-    """A seed's JSON when it is an object with the keys a summary needs, else None."""
-    if data is None:
-        return None
-    try:
-        result = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    if not (isinstance(result, dict) and isinstance(result.get("provenance"), dict)
-            and isinstance(result.get("metrics"), dict) and isinstance(result.get("checks"), dict)):
-        return None
-    return result
-
-
-def read_result(path: Path) -> dict[str, Any] | None:
-    """A seed's JSON at ``path`` (a regular file, opened without following a link or blocking), else None."""
-    try:
-        return parse_result(outdir.read_plain(Path(path)))
-    except (OSError, UsageError):
-        return None
 
 
 def is_fresh(job: Job, current_hashes: dict[str, str]) -> bool:
@@ -329,14 +308,42 @@ def write_summaries(jobs: list[Job]) -> tuple[list[Path], list[str]]:
             results.append(result)
         if not results:
             continue
+        try:                                   # everything in memory first: a bad result writes nothing
+            files = {"summary.json": outdir.dumps_json(summarise(method, results)).encode()}
+            files.update((name, png_bytes(fig)) for name, fig in methods.get(method).plot_function()(results).items())
+        except Exception as err:  # noqa: BLE001 - a result missing a field: one line
+            problems.append(f"{outdir.show(folder)}: summary and figures not written ({type(err).__name__}: {err})")
+            continue
+        done: list[str] = []
         try:
-            out.write(f"{rel}/summary.json", outdir.dumps_json(summarise(method, results)).encode())
-            written.append(folder / "summary.json")
-            for name, fig in methods.get(method).plot_function()(results).items():
-                out.write(f"{rel}/{name}", png_bytes(fig))
-        except Exception as err:  # noqa: BLE001 - disk full, a result missing a field, a refused file: one line
-            problems.append(f"{outdir.show(folder)}: summary not written ({type(err).__name__}: {err})")
+            out.check_replaceable(f"{rel}/{name}" for name in files)   # every file of the folder, before the first
+            for name, data in files.items():
+                out.write(f"{rel}/{name}", data)
+                done.append(name)
+                if name == "summary.json":
+                    written.append(folder / "summary.json")
+        except Exception as err:  # noqa: BLE001 - disk full, a refused file: one line saying what was written
+            rest = [n for n in files if n not in done]
+            problems.append(f"{outdir.show(folder)}: {', '.join(rest)} not written"
+                            + (f" ({', '.join(done)} written)" if done else " (nothing written)")
+                            + f": {type(err).__name__}: {err}")
     return written, problems
+
+
+#: Every figure a method's summary may write (``tests/test_security.py`` checks the plot functions' names
+#: against it on the rendered seeds), so that a run refuses a user's file of that name before it starts.
+SUMMARY_FIGURES = {
+    "pinterest_rlbp": ("td_loss_value.png", "td_loss_cpc.png", "ips_vs_truth.png"),
+    "waypoint_opd": ("teacher_rl_reward.png", "opd_comparison_expected_parity_rate.png",
+                     "opd_comparison_validation_nll.png"),
+}
+
+
+def summary_targets(jobs: list[Job]) -> list[str]:
+    """The files the summaries of ``jobs``' folders may replace, relative to ``--out``: ``summary.json`` and the
+    method's figures (:data:`SUMMARY_FIGURES`)."""
+    names = [f"{j.rel_dir}/{n}" for j in jobs for n in ("summary.json", *SUMMARY_FIGURES.get(j.method, ()))]
+    return list(dict.fromkeys(names))
 
 
 def _execute_summary(source: Path, executed: Path, parameters: dict[str, Any], scratch: Path,

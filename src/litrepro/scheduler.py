@@ -8,6 +8,19 @@ run), executes into a scratch folder inside the Dask worker's own
 them into ``--out`` exactly as a local run does (notebook first, JSON last,
 each atomically).  So ``--out`` need not be shared with the workers.
 
+Who can use the cluster (``docs/security.md``): anyone who can connect to a
+Dask scheduler can run any code, as the user who runs it, on the scheduler and
+on every worker, and a client unpickles what comes back, so a scheduler can
+run code in the client too.  A local cluster (``--scheduler dask``) therefore
+speaks TLS only, with certificates made for this run and held in memory
+(``distributed.Security.temporary()``; both sides show one), on 127.0.0.1,
+with no dashboard and no HTTP routes: another local user's client fails the
+TLS handshake.  An external scheduler (``tls://HOST:PORT``) is reached with the
+certificates given by ``--tls-ca-file``, ``--tls-cert`` and ``--tls-key`` (or
+Dask's own ``distributed.comm.tls`` configuration); a plain ``tcp://`` address
+is accepted with a warning, since its traffic is neither encrypted nor
+authenticated.
+
 Scratch space: Dask removes a dead worker's ``local_directory``; a
 ``LocalCluster`` is given one inside the run's own scratch folder
 (``<out>/.litrepro/scratch/<run>/dask``), which the runner removes, so a killed
@@ -16,6 +29,8 @@ Dask worker leaves nothing in ``/tmp``.
 
 from __future__ import annotations
 
+import os
+import sys
 import tempfile
 import threading
 import uuid
@@ -36,12 +51,18 @@ _helpers: dict[tuple[str, int], LocalWorkers] = {}
 _helpers_lock = threading.Lock()
 
 
+#: Dask configuration of every cluster this module starts: no HTTP server routes (no dashboard, no
+#: /info pages with workers' logs and call stacks, no proxy) on the scheduler or the workers.
+_NO_HTTP = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
+
+
 def check_address(scheduler: str) -> None:
-    """``local``, ``dask`` or ``tcp://HOST:PORT`` with a port in 1..65535; anything else is a usage error."""
+    """``local``, ``dask``, ``tls://HOST:PORT`` or ``tcp://HOST:PORT`` with a port in 1..65535; else a usage error."""
     if scheduler in ("local", "dask"):
         return
-    bad = UsageError(f"--scheduler {scheduler!r}: expected local, dask or tcp://HOST:PORT")
-    if not scheduler.startswith("tcp://"):
+    shown = scheduler if len(scheduler) <= 80 else scheduler[:80] + "..."
+    bad = UsageError(f"--scheduler {shown!r}: expected local, dask, tls://HOST:PORT or tcp://HOST:PORT")
+    if not scheduler.startswith(("tcp://", "tls://")):
         raise bad
     try:
         parts = urlsplit(scheduler)
@@ -101,24 +122,71 @@ def publish(job: Job, outcome: dict[str, Any]) -> dict[str, Any]:
     return outcome
 
 
-def connect(scheduler: str, *, workers: int = 1, local_directory: Path | None = None):
-    """A Dask ``(client, cluster)``: a LocalCluster of ``workers`` processes, or the scheduler at ``tcp://``."""
+def external_security(ca_file: str | None = None, cert: str | None = None, key: str | None = None):
+    """The ``distributed.Security`` for an external scheduler: the files given, or Dask's TLS configuration.
+
+    Each file must be a readable regular file; the three go together.
+    """
     try:
+        from distributed import Security
+    except ImportError:
+        raise UsageError("--scheduler needs Dask: pip install 'litrepro[dask]'") from None
+
+    given = {"--tls-ca-file": ca_file, "--tls-cert": cert, "--tls-key": key}
+    if not any(given.values()):
+        return Security()                      # distributed.comm.tls.* from Dask's configuration, if any
+    missing = [name for name, value in given.items() if not value]
+    if missing:
+        raise UsageError(f"{', '.join(missing)}: needed with the other --tls-* options")
+    for name, value in given.items():
+        if not os.path.isfile(value) or not os.access(value, os.R_OK):
+            raise UsageError(f"{name} {os.fsdecode(value)[:200]!r}: not a readable file")
+    return Security(tls_ca_file=ca_file, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
+
+
+def local_security():
+    """TLS certificates for this run only (``Security.temporary``: a fresh CA and key pair, in memory)."""
+    try:
+        from distributed import Security
+
+        return Security.temporary()
+    except ImportError:
+        raise UsageError("--scheduler dask needs the cryptography package: pip install 'litrepro[dask]'") from None
+
+
+def connect(scheduler: str, *, workers: int = 1, local_directory: Path | None = None, security=None):
+    """A Dask ``(client, cluster)``: a private TLS LocalCluster of ``workers`` processes, or an external scheduler.
+
+    ``security`` (a ``distributed.Security``) is for an external scheduler; a
+    local cluster always makes its own (:func:`local_security`).
+    """
+    try:
+        import dask
         from dask.distributed import Client, LocalCluster
     except ImportError:
         raise UsageError("--scheduler needs Dask: pip install 'litrepro[dask]'") from None
     cluster = None
     try:
         if scheduler == "dask":
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                                   local_directory=str(local_directory) if local_directory else None)
-            client = Client(cluster, timeout=f"{CONNECT_TIMEOUT_S * 6}s")
+            own = local_security()
+            with dask.config.set(_NO_HTTP):
+                cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                       protocol="tls://", security=own, dashboard_address=None,
+                                       local_directory=str(local_directory) if local_directory else None)
+                client = Client(cluster, security=own, timeout=f"{CONNECT_TIMEOUT_S * 6}s")
         else:
-            client = Client(scheduler, timeout=f"{CONNECT_TIMEOUT_S}s")
-    except (OSError, TimeoutError, ValueError) as err:
+            client = Client(scheduler, security=security, timeout=f"{CONNECT_TIMEOUT_S}s")
+            if scheduler.startswith("tcp://"):
+                print(f"litrepro: warning: {scheduler} is plain TCP: the jobs and their results travel unencrypted "
+                      "and whoever can reach that scheduler can run code on it (use tls://; see docs/security.md)",
+                      file=sys.stderr)
+    except (OSError, TimeoutError, ValueError, TypeError) as err:
         if cluster is not None:
             cluster.close()
-        raise UsageError(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({err})") from None
+        reason = " ".join(str(err).split())[:300]
+        if isinstance(err, TypeError) and "ssl_context" in reason:
+            reason = "tls:// needs --tls-ca-file, --tls-cert and --tls-key, or Dask's distributed.comm.tls settings"
+        raise UsageError(f"--scheduler {scheduler}: cannot reach the Dask scheduler ({reason})") from None
     return client, cluster
 
 

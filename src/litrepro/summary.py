@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -23,6 +22,7 @@ from litrepro import calibration, methods, recorded
 from litrepro.paths import ROOT
 from litrepro.provenance import package_versions, source_hashes
 from litrepro.report import fmt, fmt_zero
+from litrepro.results import read_result, seed_result_names  # noqa: F401  (seed_result_names: re-exported)
 from litrepro.stats import fmt_ci, verdict
 
 SCHEMA_VERSION = 2
@@ -111,24 +111,8 @@ def calibration_extras(results: list[Mapping[str, Any]], seed_file: Mapping[str,
 
 # --- Helpers of the cross-seed summary notebook (notebooks/summary.ipynb) -------------------
 
-_SEED_JSON = re.compile(r"seed-([0-9]{1,10})\.json")
-
-
-def seed_result_names(names: Iterable[str]) -> list[str]:
-    """The ``seed-<N>.json`` names among ``names``, sorted by seed.
-
-    The one definition of which seeds a folder holds: the runner's
-    ``summary.json`` and the summary notebook (:func:`load_seed_results`) both
-    use it, so they always cover the same seeds.
-    """
-    found = [(int(m.group(1)), n) for n in names if (m := _SEED_JSON.fullmatch(n))]
-    return [n for _, n in sorted(found)]
-
-
 def load_seed_results(results_dir: str | Path, method: str) -> list[dict[str, Any]]:
     """Every readable ``<results_dir>/<method>/seed-<N>.json``, sorted by seed (those the runner's summary.json covers)."""
-    from litrepro.runner import read_result
-
     folder = Path(results_dir)
     folder = (folder if folder.is_absolute() else ROOT / folder) / method
     names = seed_result_names(os.listdir(folder)) if folder.is_dir() else []

@@ -1,0 +1,53 @@
+"""Reading one seed's result: ``seed-<N>.json`` parsed and shape-checked, nothing else.
+
+Below both :mod:`litrepro.runner` (which writes results and checks their
+freshness) and :mod:`litrepro.summary` (which aggregates them): it imports only
+:mod:`litrepro.outdir` and :mod:`litrepro.errors`, so neither of those two
+modules needs the other to read a result.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+from litrepro import outdir
+from litrepro.errors import UsageError
+
+_SEED_JSON = re.compile(r"seed-([0-9]{1,10})\.json")
+
+
+def seed_result_names(names: Iterable[str]) -> list[str]:
+    """The ``seed-<N>.json`` names among ``names``, sorted by seed.
+
+    The one definition of which seeds a folder holds: the runner's
+    ``summary.json`` and the summary notebook
+    (:func:`litrepro.summary.load_seed_results`) both use it, so they always
+    cover the same seeds.
+    """
+    found = [(int(m.group(1)), n) for n in names if (m := _SEED_JSON.fullmatch(n))]
+    return [n for _, n in sorted(found)]
+
+
+def parse_result(data: bytes | None) -> dict[str, Any] | None:
+    """A seed's JSON when it is an object with the keys a summary needs, else None."""
+    if data is None:
+        return None
+    try:
+        result = json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    if not (isinstance(result, dict) and isinstance(result.get("provenance"), dict)
+            and isinstance(result.get("metrics"), dict) and isinstance(result.get("checks"), dict)):
+        return None
+    return result
+
+
+def read_result(path: Path) -> dict[str, Any] | None:
+    """A seed's JSON at ``path`` (a regular file, opened without following a link or blocking), else None."""
+    try:
+        return parse_result(outdir.read_plain(Path(path)))
+    except (OSError, UsageError):
+        return None
