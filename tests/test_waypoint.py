@@ -36,6 +36,7 @@ def test_splits_match_the_seed(corpus_path):
     assert c.test_tokens("final_evaluation").numel() == 20690
 
 
+@pytest.mark.guards("oversized_corpus_rejected_before_read")
 def test_oversized_corpus_refused_before_any_read(corpus_path):
     opened = []
     with pytest.raises(corpus_mod.CorpusTooLarge, match="206895 bytes, over max_corpus_bytes = 1000"):
