@@ -64,3 +64,9 @@ rlbp-study: install
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
+
+# The reader's edition: a static HTML book of the committed rendered/ notebooks and JSON (never
+# re-executed), with the generated trust report, into build/book/ (open build/book/index.html).
+.PHONY: book
+book: install
+	$(BIN)/python -m litrepro.book --out build/book
