@@ -262,7 +262,7 @@ def _open(page, url: str, requests: list[str]) -> tuple[list, list[str]]:
 @needs_chromium
 def test_every_page_loads_offline_with_its_images_and_links(served):
     base, site = served
-    outside, broken, missing_images, cache = [], [], [], {}
+    outside, broken, missing_images, failed, cache = [], [], [], [], {}
     with browser.browser() as b:
         context = b.new_context()
 
@@ -274,6 +274,8 @@ def test_every_page_loads_offline_with_its_images_and_links(served):
                 outside.append(r.request.url)
                 r.abort()
         context.route("**/*", route)
+        context.on("response", lambda r: r.status >= 400 and not r.url.endswith("/favicon.ico")
+                   and failed.append(f"{r.status} {r.url}"))
         page = context.new_page()
         opened, n_images, n_links = 0, 0, 0
         for path in pages(site):
@@ -289,6 +291,7 @@ def test_every_page_loads_offline_with_its_images_and_links(served):
         context.close()
     assert opened >= 15 and n_images >= 20 and n_links >= 100          # the checks below saw something
     assert not outside, outside[:10]
+    assert not failed, failed[:10]                                   # MathJax's fonts and extensions included
     assert not missing_images, missing_images[:10]
     assert not broken, broken[:10]
 

@@ -202,10 +202,10 @@ def seeds_cell(row: CheckRow) -> tuple[str, str]:
     values = {_value(v) for v in row.seeds.values()}
     seeds = ", ".join(str(s) for s in row.seeds)
     if values == {"true"}:
-        return f"true on every rendered seed ({seeds})", "ok"
+        return f"true on {seeds}", "ok"
     if len(values) == 1:
-        text = f"{values.pop()} on every rendered seed ({seeds})"
-        return (text + (f": {row.note}" if row.note else ""), "neutral" if row.note else "bad")
+        text = f"{values.pop()} on {seeds}"
+        return (text + (f" ({row.note})" if row.note else ""), "neutral" if row.note else "bad")
     return "; ".join(f"{s}: {_value(v)}" for s, v in row.seeds.items()), "bad"
 
 

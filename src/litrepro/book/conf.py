@@ -17,9 +17,8 @@ nb_merge_streams = True
 myst_enable_extensions = ["dollarmath", "amsmath"]
 myst_heading_anchors = 4
 
-# Offline MathJax 3.
+# Offline MathJax 3 (relative to _static; MathJax finds its fonts and extensions beside its script).
 mathjax_path = "mathjax/tex-mml-chtml.js"
-mathjax3_config = {"loader": {"paths": {"mathjax": "_static/mathjax"}}}
 
 html_theme = "sphinx_book_theme"
 html_title = "litrepro: the reader's edition"
@@ -35,4 +34,6 @@ html_theme_options = {
     "use_repository_button": False,
     "show_toc_level": 2,
     "navigation_with_keys": False,
+    # The trust report's wide table gets the right-hand column too.
+    "secondary_sidebar_items": {"**": ["page-toc"], "trust": []},
 }
