@@ -130,6 +130,60 @@ def test_heldout_read_fails(corpus_path):
     assert _false_checks(results) == EXPECTED_FALSE | {"heldout_bytes_not_used_for_training"}
 
 
+@pytest.mark.guards("actual_parameters_changed")
+def test_optimiser_that_never_steps_fails_parameters_changed(corpus_path, monkeypatch):
+    """OPD computes its gradients but the optimiser step is lost: the student never moves."""
+    real = wp.opd_step
+
+    def no_step(student, waypoints, prompts, optimizer, generator, **kw):
+        step, optimizer.step = optimizer.step, lambda *a, **k: None
+        try:
+            return real(student, waypoints, prompts, optimizer, generator, **kw)
+        finally:
+            optimizer.step = step
+    monkeypatch.setattr(wp, "opd_step", no_step)
+    results = pipeline(corpus_path)
+    assert "actual_parameters_changed" in _false_checks(results)
+    assert results["metrics"]["parameter_delta_l2"] == 0
+
+
+@pytest.mark.guards("no_pretrained_checkpoint_downloaded")
+def test_a_connection_attempt_fails_the_offline_check(corpus_path):
+    """A stage that tries to reach a host (here localhost's discard port) is seen by the guard."""
+    import socket
+
+    def phone_home(stage, s):
+        if stage == "rl":
+            try:
+                socket.create_connection(("127.0.0.1", 9), timeout=0.1).close()
+            except Exception:   # the guard refuses it (or nothing listens): the attempt is what counts
+                pass
+    results = pipeline(corpus_path, tamper=phone_home)
+    assert _false_checks(results) == EXPECTED_FALSE | {"no_pretrained_checkpoint_downloaded"}
+
+
+@pytest.mark.guards("zero_waypoint_gate_still_rejected")
+def test_loss_without_the_zero_gate_guard_fails_its_check(monkeypatch):
+    """An OPD loss that returns 0 for an all-zero gate batch instead of raising ZeroGateError."""
+    real = wp.opd_loss
+
+    def silent(student, final, gate, valid, **kw):
+        if not bool((gate[valid] != 0).any()):
+            return (student * 0).sum(), {}
+        return real(student, final, gate, valid, **kw)
+    monkeypatch.setattr(wp, "opd_loss", silent)
+    assert wp.zero_gate_refused() is False
+
+
+@pytest.mark.guards("extreme_finite_padding_zero_gradients")
+def test_loss_that_reads_the_padding_fails_its_check(monkeypatch):
+    """An OPD loss whose mask lets padded positions in (a mask built from the wrong lengths)."""
+    real = wp.opd_loss
+    monkeypatch.setattr(wp, "opd_loss", lambda student, final, gate, valid, **kw:
+                        real(student, final, gate, torch.ones_like(valid), **kw))
+    assert wp.padding_fixture(0)["extreme_finite_padding_zero_gradients"] is False
+
+
 # --- The surrogate gradient, shown -----------------------------------------------------------
 
 def _small_batch(seed=0):
