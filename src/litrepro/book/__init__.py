@@ -360,6 +360,15 @@ def reproducibility_page(src: Path, linker: Linker) -> list[str]:
         lines += ["```{toctree}", ":glob:", ":maxdepth: 1", "", "docs/*", "```", ""]
     else:
         lines += ["There is no page under `docs/` yet; the front page holds these sections.", ""]
+    timing = RENDERED / "book_build.json"
+    if timing.is_file():
+        t = json.loads(timing.read_text())
+        m = t["machine"]
+        shutil.copyfile(timing, src / "book_build.json")
+        lines += [f"This book builds from scratch in {t['median_s']:.1f} s (median of {len(t['repeats_s'])} builds, "
+                  f"`{t['command']}`, on {m['cores']} cores of {m['cpu_model']}, load average "
+                  f"{m['load_average_at_start'][0]:.1f} at the start; goal at most {t['goal_s']:.0f} s; "
+                  "[`rendered/book_build.json`](book_build.json)).", ""]
     bench = RENDERED / "benchmarks.json"
     if bench.is_file():
         shutil.copyfile(bench, src / "benchmarks.json")
