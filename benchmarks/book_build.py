@@ -34,7 +34,7 @@ GOAL_S = 120.0
 def one_build() -> tuple[float, dict]:
     with tempfile.TemporaryDirectory(prefix="litrepro-book-bench-") as tmp:
         code = ("import json, pathlib, sys; from litrepro import book; "
-                "print(json.dumps(book.build(pathlib.Path(sys.argv[1]) / 'site', log=lambda *a: None)))")
+                "print(json.dumps(book.build(pathlib.Path(sys.argv[1]) / 'site')))")
         start = time.perf_counter()
         proc = subprocess.run([sys.executable, "-c", code, tmp], cwd=ROOT, capture_output=True, text=True, check=True)
         wall = time.perf_counter() - start

@@ -108,7 +108,7 @@ def test_readme_links_resolve_in_the_book(tmp_path, monkeypatch):
     out = linker.rewrite(text, "README.md", "index.md")
     assert "[nb](methods/waypoint_opd/seed-42.ipynb)" in out and "[d](docs/x.md#y)" in out
     assert "[f](files/src/litrepro/stats.py)" in out and (tmp_path / "files/src/litrepro/stats.py").is_file()
-    assert " gone " in out and linker.warnings and "no/such.md" in linker.warnings[0]
+    assert " gone " in out and linker.warnings and "(no/such.md) leads to no file" in linker.warnings[0]
     assert "[web](https://example.org)" in out and "[a](#here)" in out
     assert linker.rewrite("[r](../README.md)", "docs/x.md", "docs/x.md") == "[r](../index.md)"
 

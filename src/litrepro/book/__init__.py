@@ -7,7 +7,7 @@ is built from data:
 
 - the front page is README.md, its generated blocks included, with its links to repository
   files made to resolve in the book (``docs/*.md`` become pages, the method notebooks their
-  rendered chapter, any other file a download);
+  rendered chapter, any other file a download; a link to no file stops the build);
 - one chapter per method: the rendered seed-42 notebook, with seeds 43 and 44 under it;
 - the studies: each study JSON's figure, every interval it holds (a sortable, filterable table,
   never truncated) and its per-seed records;
@@ -15,6 +15,7 @@ is built from data:
 - reproducibility: every ``docs/*.md`` there is at build time;
 - the trust report (:mod:`litrepro.trust`).
 
+Sphinx runs with warnings as errors, so a broken cross-reference or anchor stops the build too.
 The site loads nothing from another host (:func:`external_resources` checks the built HTML).
 Both output folders are removed and rebuilt only when they carry the book's stamp file, so a
 folder the builder did not create is never deleted.
@@ -109,7 +110,7 @@ class Linker:
             repo_target = posixpath.normpath(posixpath.join(posixpath.dirname(repo_doc), path))
             book = self.target(repo_target)
             if book is None:
-                self.warnings.append(f"{repo_doc}: link to {target} shows no book page or file: left as text")
+                self.warnings.append(f"{repo_doc}: [{label}]({target}) leads to no file ({repo_target})")
                 return label if not bang else f"`{label or path}`"
             rel = posixpath.relpath(book, posixpath.dirname(book_doc) or ".")
             return f"{bang}[{label}]({rel}{'#' + anchor if anchor else ''}{title})"
@@ -430,7 +431,7 @@ def external_resources(site: Path) -> list[str]:
 # --- The build ------------------------------------------------------------------------------------------
 
 def generate(src: Path, registry_path: Path) -> list[str]:
-    """Write the Sphinx source folder; returns the link warnings."""
+    """Write the Sphinx source folder; returns the links (README, docs, notebooks) that lead to no file."""
     copy_static(src)
     linker = Linker(src)
     chapters = method_chapters(src, linker)
@@ -439,8 +440,7 @@ def generate(src: Path, registry_path: Path) -> list[str]:
     return linker.warnings
 
 
-def build(out: Path, *, src: Path | None = None, registry: Path | None = None, jobs: int = 1,
-          log=print) -> dict[str, float]:
+def build(out: Path, *, src: Path | None = None, registry: Path | None = None, jobs: int = 1) -> dict[str, float]:
     """Build the book into ``out``; returns the seconds each step took."""
     from litrepro import trust
 
@@ -457,8 +457,9 @@ def build(out: Path, *, src: Path | None = None, registry: Path | None = None, j
         trust.collect_fault_registry(registry)
         times["collect_fault_tests_s"] = time.perf_counter() - start
     t = time.perf_counter()
-    for warning in generate(src, registry):
-        log(f"WARNING: {warning}")
+    broken = generate(src, registry)
+    if broken:                                   # a README or docs link to no file: a broken link in the book
+        raise BookError("links to no repository file:\n" + "\n".join(broken))
     times["generate_s"] = time.perf_counter() - t
     t = time.perf_counter()
     cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-j", str(jobs),
