@@ -172,7 +172,7 @@ def test_loss_without_the_zero_gate_guard_fails_its_check(monkeypatch):
             return (student * 0).sum(), {}
         return real(student, final, gate, valid, **kw)
     monkeypatch.setattr(wp, "opd_loss", silent)
-    assert wp.zero_gate_refused() is False
+    assert wp.zero_gate_refused() is False                  # zero_waypoint_gate_still_rejected turns false
 
 
 @pytest.mark.guards("extreme_finite_padding_zero_gradients")
