@@ -75,3 +75,9 @@ clean:
 .PHONY: replot
 replot:
 	$(BIN)/python studies/replot.py
+
+# The reader's edition: a static HTML book of the committed rendered/ notebooks and JSON (never
+# re-executed), with the generated trust report, into build/book/ (open build/book/index.html).
+.PHONY: book
+book: install
+	$(BIN)/python -m litrepro.book --out build/book

@@ -1,7 +1,14 @@
-"""Shared fixtures: the corpus from $LITREPRO_CORPUS, tiny configs, a CLI runner."""
+"""Shared fixtures: the corpus from $LITREPRO_CORPUS, tiny configs, a CLI runner; the ``guards`` marker.
+
+``@pytest.mark.guards("check_name", ...)`` on a fault test names the check(s) (or, for a
+metric-kind fault, the metric) that its fault turns false.  ``pytest --collect-only -q
+--guards-registry PATH`` writes ``{check: [test node ids]}`` to PATH at collection time, without
+running a test; the book's trust report (``litrepro.trust``) reads it.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -34,6 +41,37 @@ def run_cli(*args: str, env: dict | None = None, timeout: int = 600) -> subproce
     full_env = {**os.environ, **(env or {})}
     return subprocess.run([sys.executable, "-m", "litrepro", *args], capture_output=True, text=True,
                           cwd=ROOT.parent, env=full_env, timeout=timeout)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--guards-registry", metavar="PATH", default=None,
+                     help="write {check: [node ids of the fault tests marked guards(check)]} as JSON to PATH "
+                          "after collection (with --collect-only nothing runs)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "guards(*checks): the named checks (or metrics) this fault test turns false")
+
+
+def guards_registry(items) -> dict[str, list[str]]:
+    """``{check: sorted node ids}`` of the items marked ``guards``; a mark without a name is an error."""
+    registry: dict[str, set[str]] = {}
+    for item in items:
+        for mark in item.iter_markers("guards"):
+            if not mark.args or not all(isinstance(a, str) and a for a in mark.args):
+                raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.guards needs one or more check names")
+            for name in mark.args:
+                registry.setdefault(name, set()).add(item.nodeid)
+    return {name: sorted(ids) for name, ids in sorted(registry.items())}
+
+
+def pytest_collection_finish(session):
+    path = session.config.getoption("--guards-registry")
+    if path:
+        out = Path(path)
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(guards_registry(session.items), indent=1, sort_keys=True) + "\n")
+        tmp.replace(out)                                      # atomic: a reader never sees half a registry
 
 
 def _corpus_available() -> bool:

@@ -75,6 +75,7 @@ def test_clean_run_passes_every_check(clean):
     assert clean["replayed_waypoint_steps"] == [0, 4, 8]
 
 
+@pytest.mark.guards("actual_online_student_sampling")
 def test_off_policy_scoring_fails_online_sampling(corpus_path, monkeypatch):
     """Rollouts sampled by another policy (logged with that policy's log-probs) are not the student's own."""
     real = opd_mod.sample_rollouts
@@ -89,11 +90,13 @@ def test_off_policy_scoring_fails_online_sampling(corpus_path, monkeypatch):
     assert results["beyond_seed_metrics"]["on_policy_logprob_gap"] > 1e-4
 
 
+@pytest.mark.guards("fixed_teacher_rl_8x64_and_0_4_8_lineage")
 def test_seven_updates_fail_the_fixed_rl_check(corpus_path):
     results = pipeline(corpus_path, cfg_overrides={"teacher_rl_updates": 7, "waypoint_steps": [0, 4, 7]})
     assert _false_checks(results) == EXPECTED_FALSE | {"fixed_teacher_rl_8x64_and_0_4_8_lineage"}
 
 
+@pytest.mark.guards("waypoint_lineage_replayed", "fixed_teacher_rl_8x64_and_0_4_8_lineage")
 def test_snapshot_one_step_late_fails_lineage(corpus_path):
     """Waypoint 'step 4' frozen after update 5, lineage still saying 4: only the replay can tell."""
     results = pipeline(corpus_path, cfg_overrides={"waypoint_steps": [0, 5, 8]},
@@ -105,6 +108,7 @@ def test_snapshot_one_step_late_fails_lineage(corpus_path):
 
 
 @pytest.mark.parametrize("tensor", ["head_w", "head_b"])   # a parameter, and the fixed zero bias (a buffer)
+@pytest.mark.guards("frozen_teacher_unchanged", "fixed_teacher_rl_8x64_and_0_4_8_lineage")
 def test_moved_frozen_teacher_fails(corpus_path, tensor):
     def nudge(stage, s):
         if stage == "after_opd":
@@ -117,12 +121,67 @@ def test_moved_frozen_teacher_fails(corpus_path, tensor):
     assert results["frozen_teacher_parameter_deltas_l2"][0] == 0.0      # unchanged after OPD, moved later
 
 
+@pytest.mark.guards("heldout_bytes_not_used_for_training")
 def test_heldout_read_fails(corpus_path):
     def peek(stage, s):
         if stage == "rl":
             s["corpus"].validation_windows(2, 8, torch.Generator().manual_seed(0), "opd")   # a training stage reads validation
     results = pipeline(corpus_path, tamper=peek)
     assert _false_checks(results) == EXPECTED_FALSE | {"heldout_bytes_not_used_for_training"}
+
+
+@pytest.mark.guards("actual_parameters_changed")
+def test_optimiser_that_never_steps_fails_parameters_changed(corpus_path, monkeypatch):
+    """OPD computes its gradients but the optimiser step is lost: the student never moves."""
+    real = wp.opd_step
+
+    def no_step(student, waypoints, prompts, optimizer, generator, **kw):
+        step, optimizer.step = optimizer.step, lambda *a, **k: None
+        try:
+            return real(student, waypoints, prompts, optimizer, generator, **kw)
+        finally:
+            optimizer.step = step
+    monkeypatch.setattr(wp, "opd_step", no_step)
+    results = pipeline(corpus_path)
+    assert "actual_parameters_changed" in _false_checks(results)
+    assert results["metrics"]["parameter_delta_l2"] == 0
+
+
+@pytest.mark.guards("no_pretrained_checkpoint_downloaded")
+def test_a_connection_attempt_fails_the_offline_check(corpus_path):
+    """A stage that tries to reach a host (here localhost's discard port) is seen by the guard."""
+    import socket
+
+    def phone_home(stage, s):
+        if stage == "rl":
+            try:
+                socket.create_connection(("127.0.0.1", 9), timeout=0.1).close()
+            except Exception:   # the guard refuses it (or nothing listens): the attempt is what counts
+                pass
+    results = pipeline(corpus_path, tamper=phone_home)
+    assert _false_checks(results) == EXPECTED_FALSE | {"no_pretrained_checkpoint_downloaded"}
+
+
+@pytest.mark.guards("zero_waypoint_gate_still_rejected")
+def test_loss_without_the_zero_gate_guard_fails_its_check(monkeypatch):
+    """An OPD loss that returns 0 for an all-zero gate batch instead of raising ZeroGateError."""
+    real = wp.opd_loss
+
+    def silent(student, final, gate, valid, **kw):
+        if not bool((gate[valid] != 0).any()):
+            return (student * 0).sum(), {}
+        return real(student, final, gate, valid, **kw)
+    monkeypatch.setattr(wp, "opd_loss", silent)
+    assert wp.zero_gate_refused() is False                  # zero_waypoint_gate_still_rejected turns false
+
+
+@pytest.mark.guards("extreme_finite_padding_zero_gradients")
+def test_loss_that_reads_the_padding_fails_its_check(monkeypatch):
+    """An OPD loss whose mask lets padded positions in (a mask built from the wrong lengths)."""
+    real = wp.opd_loss
+    monkeypatch.setattr(wp, "opd_loss", lambda student, final, gate, valid, **kw:
+                        real(student, final, gate, torch.ones_like(valid), **kw))
+    assert wp.padding_fixture(0)["extreme_finite_padding_zero_gradients"] is False
 
 
 # --- The surrogate gradient, shown -----------------------------------------------------------
@@ -133,6 +192,7 @@ def _small_batch(seed=0):
     return student, waypoints, torch.randint(256, (3, 4), generator=g), g
 
 
+@pytest.mark.guards("surrogate_gradient_matches_analytic")
 def test_surrogate_gradient_matches_analytic_and_can_fail(monkeypatch):
     student, waypoints, prompts, g = _small_batch()
     out = surrogate_gradient_check(student, waypoints, prompts, g, max_new_tokens=5, gate_mass=0.8)
@@ -163,6 +223,7 @@ def test_analytic_gradient_by_hand_on_one_token():
 
 # --- Replay, ledger, shuffled gate ------------------------------------------------------------
 
+@pytest.mark.guards("waypoint_lineage_replayed")
 def test_replay_finds_the_waypoints_and_misses_a_missing_update():
     g = torch.Generator().manual_seed(6)
     teacher = BytePolicy(6, g)

@@ -90,6 +90,7 @@ def _patch_loss(monkeypatch, change):
     monkeypatch.setattr(opd_mod, "opd_loss", lambda *a, **k: change(a, k, real))
 
 
+@pytest.mark.guards("opd_update_matches_reference", "comparison_first_updates_match_reference")
 def test_gradient_ascent(corpus_path, monkeypatch):
     def ascend(a, k, real):
         loss, stats = real(*a, **k)
@@ -98,6 +99,7 @@ def test_gradient_ascent(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "opd_update_matches_reference", "comparison_first_updates_match_reference")
 
 
+@pytest.mark.guards("opd_update_matches_reference", "comparison_first_updates_match_reference")
 def test_advantage_sign_flipped(corpus_path, monkeypatch):
     def flipped(a, k, real):                                     # A = log p_student - log p_final
         student, final, gate, valid = a
@@ -106,6 +108,7 @@ def test_advantage_sign_flipped(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "opd_update_matches_reference", "comparison_first_updates_match_reference")
 
 
+@pytest.mark.guards("opd_update_matches_reference")
 def test_advantage_from_middle_waypoint(corpus_path, monkeypatch):
     seen = {}
     real_scores = opd_mod.waypoint_logps
@@ -122,6 +125,7 @@ def test_advantage_from_middle_waypoint(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "opd_update_matches_reference")
 
 
+@pytest.mark.guards("opd_update_matches_reference")
 def test_batch_scale_multiplies_by_the_mean_gate(corpus_path, monkeypatch):
     def wrong_scale(a, k, real):                                 # s = gate_mass * mean g, logged as if right
         loss, stats = real(*a, **k)
@@ -131,6 +135,7 @@ def test_batch_scale_multiplies_by_the_mean_gate(corpus_path, monkeypatch):
 
 
 @pytest.mark.parametrize("fault", ["inverted", "final_snapshot_only", "half"])
+@pytest.mark.guards("opd_gates_match_reference", "comparison_gate_kinds_match_arms")
 def test_gate_formula_faults(corpus_path, monkeypatch, fault):
     real = opd_mod.straightness_gate
     wrong = {"inverted": lambda lp: 1 - real(lp), "final_snapshot_only": lambda lp: torch.ones_like(lp[0]),
@@ -142,12 +147,14 @@ def test_gate_formula_faults(corpus_path, monkeypatch, fault):
         assert_caught(results, "opd_update_matches_reference")
 
 
+@pytest.mark.guards("opd_gates_match_reference", "opd_update_matches_reference")
 def test_middle_and_final_waypoints_swapped_in_scoring(corpus_path, monkeypatch):
     real = opd_mod.waypoint_logps
     monkeypatch.setattr(opd_mod, "waypoint_logps", lambda w, r: real(w, r)[[0, 2, 1]])
     assert_caught(run(corpus_path), "opd_gates_match_reference", "opd_update_matches_reference")
 
 
+@pytest.mark.guards("opd_rollouts_replayed", "opd_sampled_logps_match_student")
 def test_sampling_at_another_temperature(corpus_path, monkeypatch):
     """Samples (and their logged log-probs) from softmax(2 z): not the student's distribution."""
     real = opd_mod.sample_rollouts
@@ -161,12 +168,14 @@ def test_sampling_at_another_temperature(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "opd_rollouts_replayed", "opd_sampled_logps_match_student")
 
 
+@pytest.mark.guards("opd_update_matches_reference")
 def test_student_scored_one_position_late(corpus_path, monkeypatch):
     real = opd_mod.student_logps
     monkeypatch.setattr(opd_mod, "student_logps", lambda s, r: torch.roll(real(s, r), 1, dims=1))
     assert_caught(run(corpus_path), "opd_update_matches_reference")
 
 
+@pytest.mark.guards("opd_update_matches_reference", "comparison_first_updates_match_reference")
 def test_update_applied_twice(corpus_path, monkeypatch):
     real = wp.opd_step
 
@@ -178,12 +187,14 @@ def test_update_applied_twice(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "opd_update_matches_reference", "comparison_first_updates_match_reference")
 
 
+@pytest.mark.guards("opd_update_matches_reference", "teacher_rl_update_matches_reference")
 def test_momentum_in_the_optimiser(corpus_path, monkeypatch):
     """SGD with momentum 0.9: the first step is plain SGD, the second is not."""
     monkeypatch.setattr(torch.optim, "SGD", functools.partial(torch.optim.SGD, momentum=0.9))
     assert_caught(run(corpus_path), "opd_update_matches_reference", "teacher_rl_update_matches_reference")
 
 
+@pytest.mark.guards("opd_rollouts_replayed", "rollout_diagnostics_match_reference")
 def test_valid_mask_drops_the_last_token(corpus_path, monkeypatch):
     real = opd_mod.sample_rollouts
 
@@ -196,6 +207,7 @@ def test_valid_mask_drops_the_last_token(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "opd_rollouts_replayed", "rollout_diagnostics_match_reference")
 
 
+@pytest.mark.guards("student_starts_at_waypoint0")
 def test_student_starts_from_the_final_waypoint(corpus_path, monkeypatch):
     """``waypoint0`` start built from the wrong snapshot."""
     monkeypatch.setattr(wp, "initial_student", lambda cfg, rl, corpus, device, seed, *, start=None:
@@ -226,6 +238,7 @@ def faulty_reinforce(*, reward=None, advantage=None, temperature=1.0, reduce="me
     return step
 
 
+@pytest.mark.guards("teacher_rl_update_matches_reference", "final_waypoint_raises_even_mass")
 def test_rl_advantage_sign_flipped(corpus_path, monkeypatch):
     monkeypatch.setattr(teacher_mod, "reinforce_step", faulty_reinforce(advantage=lambda r: r.mean() - r))
     results = run(corpus_path)
@@ -233,17 +246,21 @@ def test_rl_advantage_sign_flipped(corpus_path, monkeypatch):
     assert results["beyond_seed_metrics"]["final_waypoint_even_mass_gain"] < 0
 
 
+@pytest.mark.guards("teacher_rl_update_matches_reference", "teacher_rl_reward_is_parity")
 def test_rl_reward_on_the_prompt_byte(corpus_path, monkeypatch):
     monkeypatch.setattr(teacher_mod, "reinforce_step",
                         faulty_reinforce(reward=lambda a, prompts: teacher_mod.parity_reward(prompts[:, -1])))
     assert_caught(run(corpus_path), "teacher_rl_update_matches_reference", "teacher_rl_reward_is_parity")
 
 
+@pytest.mark.guards("teacher_rl_update_matches_reference")
 def test_rl_reward_not_centred(corpus_path, monkeypatch):
     monkeypatch.setattr(teacher_mod, "reinforce_step", faulty_reinforce(advantage=lambda r: r))
     assert_caught(run(corpus_path), "teacher_rl_update_matches_reference")
 
 
+@pytest.mark.guards("teacher_rl_reward_is_parity", "teacher_rl_update_matches_reference",
+                    "final_waypoint_raises_even_mass")
 def test_rl_reward_counts_odd_bytes(corpus_path, monkeypatch):
     monkeypatch.setattr(teacher_mod, "reinforce_step",
                         faulty_reinforce(reward=lambda a, p: ((a < EOS) & (a % 2 == 1)).float()))
@@ -251,16 +268,19 @@ def test_rl_reward_counts_odd_bytes(corpus_path, monkeypatch):
                   "final_waypoint_raises_even_mass")
 
 
+@pytest.mark.guards("teacher_rl_update_matches_reference")
 def test_rl_loss_summed_not_averaged(corpus_path, monkeypatch):
     monkeypatch.setattr(teacher_mod, "reinforce_step", faulty_reinforce(reduce="sum"))
     assert_caught(run(corpus_path), "teacher_rl_update_matches_reference")
 
 
+@pytest.mark.guards("teacher_rl_rollouts_replayed")
 def test_rl_samples_at_another_temperature(corpus_path, monkeypatch):
     monkeypatch.setattr(teacher_mod, "reinforce_step", faulty_reinforce(temperature=0.5))
     assert_caught(run(corpus_path), "teacher_rl_rollouts_replayed")
 
 
+@pytest.mark.guards("teacher_rl_rollouts_replayed")
 def test_rl_prompts_from_the_validation_split(corpus_path, monkeypatch):
     def sampler(cfg, corpus, device, stage):
         return lambda n, g: corpus.validation_windows(n, cfg.prompt_len, g, stage).to(device)
@@ -268,12 +288,14 @@ def test_rl_prompts_from_the_validation_split(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "teacher_rl_rollouts_replayed")
 
 
+@pytest.mark.guards("teacher_rl_update_matches_reference")
 def test_rl_learning_rate_doubled(corpus_path, monkeypatch):
     real = wp.run_teacher_rl
     monkeypatch.setattr(wp, "run_teacher_rl", lambda *a, lr, **k: real(*a, lr=2 * lr, **k))
     assert_caught(run(corpus_path), "teacher_rl_update_matches_reference")
 
 
+@pytest.mark.guards("waypoints_are_rl_states")
 def test_middle_and_final_waypoints_swapped_in_the_list(corpus_path, monkeypatch):
     real = wp.run_teacher_rl
 
@@ -285,6 +307,7 @@ def test_middle_and_final_waypoints_swapped_in_the_list(corpus_path, monkeypatch
     assert_caught(run(corpus_path), "waypoints_are_rl_states")
 
 
+@pytest.mark.guards("waypoints_are_rl_states")
 def test_waypoint_frozen_one_step_late(corpus_path, monkeypatch):
     real = wp.run_teacher_rl
 
@@ -298,6 +321,7 @@ def test_waypoint_frozen_one_step_late(corpus_path, monkeypatch):
 
 # --- 3. Teacher pretraining ---------------------------------------------------------------------
 
+@pytest.mark.guards("teacher_pretraining_replayed")
 def test_pretraining_targets_not_shifted(corpus_path, monkeypatch):
     def unshifted(policy, tokens):                               # predicts the byte it has already seen
         logits = policy(tokens)[:, :-1]
@@ -306,12 +330,14 @@ def test_pretraining_targets_not_shifted(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "teacher_pretraining_replayed")
 
 
+@pytest.mark.guards("teacher_pretraining_replayed")
 def test_pretraining_ignores_embed_std(corpus_path, monkeypatch):
     real = wp.BytePolicy
     monkeypatch.setattr(wp, "BytePolicy", lambda width, g, **k: real(width, g, **{**k, "embed_std": 1.0}))
     assert_caught(run(corpus_path), "teacher_pretraining_replayed")
 
 
+@pytest.mark.guards("teacher_pretraining_replayed")
 def test_pretraining_learning_rate_doubled(corpus_path, monkeypatch):
     real = wp.pretrain
     monkeypatch.setattr(wp, "pretrain", lambda policy, sample, *, steps, lr: real(policy, sample, steps=steps, lr=2 * lr))
@@ -330,6 +356,7 @@ def _patch_load(monkeypatch, change):
     monkeypatch.setattr(corpus_mod, "load", load)
 
 
+@pytest.mark.guards("splits_match_contract_ranges", "nll_matches_reference")
 def test_validation_starts_one_byte_early(corpus_path, monkeypatch):
     def early(c):
         c.validation = torch.cat([c.train[-1:], c.validation])
@@ -337,6 +364,7 @@ def test_validation_starts_one_byte_early(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "splits_match_contract_ranges", "nll_matches_reference")
 
 
+@pytest.mark.guards("splits_match_contract_ranges")
 def test_train_split_one_byte_short(corpus_path, monkeypatch):
     def short(c):
         c.train = c.train[:-1]
@@ -344,6 +372,7 @@ def test_train_split_one_byte_short(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "splits_match_contract_ranges")
 
 
+@pytest.mark.guards("splits_match_contract_ranges", "nll_matches_reference")
 def test_test_bytes_read_one_byte_early(corpus_path, monkeypatch):
     def early(self, stage):
         with open(self.path, "rb") as handle:
@@ -356,6 +385,7 @@ def test_test_bytes_read_one_byte_early(corpus_path, monkeypatch):
 
 
 @pytest.mark.parametrize("fault", ["drops_the_remainder", "scores_the_first_byte", "mean_of_window_means"])
+@pytest.mark.guards("nll_matches_reference", "comparison_evaluations_match_reference")
 def test_nll_scorer_faults(corpus_path, monkeypatch, fault):
     @torch.no_grad()
     def scorer(policy, tokens, window):
@@ -380,6 +410,7 @@ def test_nll_scorer_faults(corpus_path, monkeypatch, fault):
     assert_caught(run(corpus_path), "nll_matches_reference", "comparison_evaluations_match_reference")
 
 
+@pytest.mark.guards("nll_matches_reference", "comparison_evaluations_match_reference")
 def test_validation_figures_scored_on_train_bytes(corpus_path, monkeypatch):
     monkeypatch.setattr(corpus_mod.Corpus, "validation_tokens", lambda self, stage: self.train[:self.validation.numel()])
     assert_caught(run(corpus_path), "nll_matches_reference", "comparison_evaluations_match_reference")
@@ -387,12 +418,14 @@ def test_validation_figures_scored_on_train_bytes(corpus_path, monkeypatch):
 
 # --- 5. Rollout diagnostics ---------------------------------------------------------------------
 
+@pytest.mark.guards("rollout_diagnostics_match_reference", "reported_figures_match_audit")
 def test_natural_eos_counts_rows_without_eos(corpus_path, monkeypatch):
     monkeypatch.setattr(diagnostics, "natural_eos_count",
                         lambda gen, valid: int((~((gen == EOS) & valid).any(1)).sum()))
     assert_caught(run(corpus_path), "rollout_diagnostics_match_reference", "reported_figures_match_audit")
 
 
+@pytest.mark.guards("rollout_diagnostics_match_reference")
 def test_deflate_filter_inverted(corpus_path, monkeypatch):
     monkeypatch.setattr(diagnostics, "is_degenerate", lambda data, *, min_ratio, min_bytes:
                         len(data) >= min_bytes and diagnostics.deflate_ratio(data) >= min_ratio)
@@ -401,6 +434,7 @@ def test_deflate_filter_inverted(corpus_path, monkeypatch):
 
 # --- 6. Comparison arms -------------------------------------------------------------------------
 
+@pytest.mark.guards("comparison_arms_paired")
 def test_arms_share_one_generator(corpus_path, monkeypatch):
     """The arms are not paired: each arm continues the previous arm's random stream."""
     real = wp.distil
@@ -416,6 +450,7 @@ def test_arms_share_one_generator(corpus_path, monkeypatch):
     assert results["beyond_seed_metrics"]["comparison_unpaired_arms"] >= 2
 
 
+@pytest.mark.guards("comparison_arms_paired")
 def test_arm_generators_created_once_for_all_arms(corpus_path, monkeypatch):
     """The textbook version of the same bug: the arms' seeded generators made once, outside the arm loop."""
     real_generator = torch.Generator
@@ -429,6 +464,7 @@ def test_arm_generators_created_once_for_all_arms(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "comparison_arms_paired")
 
 
+@pytest.mark.guards("comparison_gate_kinds_match_arms")
 def test_final_only_arm_given_the_waypoint_gate(corpus_path, monkeypatch):
     monkeypatch.setitem(wp.GATE_OF_ARM, "final_only", "straightness")
     results = run(corpus_path)
@@ -436,6 +472,7 @@ def test_final_only_arm_given_the_waypoint_gate(corpus_path, monkeypatch):
     assert results["comparison_arms"]["final_only"]["mean_gate"] != 1.0
 
 
+@pytest.mark.guards("comparison_gate_kinds_match_arms")
 def test_shuffled_arm_not_shuffled(corpus_path, monkeypatch):
     real = opd_mod.compute_gate
     monkeypatch.setattr(opd_mod, "compute_gate", lambda kind, lp, valid=None, generator=None:
@@ -443,6 +480,7 @@ def test_shuffled_arm_not_shuffled(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "comparison_gate_kinds_match_arms")
 
 
+@pytest.mark.guards("comparison_arms_paired", "comparison_first_updates_match_reference")
 def test_arms_start_from_another_student(corpus_path, monkeypatch):
     real = wp.compare_arms
 
@@ -455,6 +493,7 @@ def test_arms_start_from_another_student(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "comparison_arms_paired", "comparison_first_updates_match_reference")
 
 
+@pytest.mark.guards("comparison_first_updates_match_reference")
 def test_matched_compute_targets_not_shifted(corpus_path, monkeypatch):
     def unshifted(policy, tokens):
         logits = policy(tokens)[:, :-1]
@@ -463,6 +502,7 @@ def test_matched_compute_targets_not_shifted(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "comparison_first_updates_match_reference")
 
 
+@pytest.mark.guards("comparison_first_updates_match_reference")
 def test_matched_compute_trains_a_copy(corpus_path, monkeypatch):
     """The control's updates land on a copy: the arm is evaluated as the untrained student."""
     real = wp.matched_compute
@@ -470,6 +510,7 @@ def test_matched_compute_trains_a_copy(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "comparison_first_updates_match_reference")
 
 
+@pytest.mark.guards("comparison_evaluations_match_reference")
 def test_arm_parity_measured_on_odd_bytes(corpus_path, monkeypatch):
     real = wp.parity_rate
 
@@ -482,6 +523,7 @@ def test_arm_parity_measured_on_odd_bytes(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "comparison_evaluations_match_reference")
 
 
+@pytest.mark.guards("comparison_evaluations_match_reference", "reported_figures_match_audit")
 def test_arm_parity_sampled_with_another_generator(corpus_path, monkeypatch):
     real = wp.parity_rate
     monkeypatch.setattr(wp, "parity_rate", lambda policy, prompts, generator: real(policy, prompts,
@@ -489,6 +531,7 @@ def test_arm_parity_sampled_with_another_generator(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "comparison_evaluations_match_reference", "reported_figures_match_audit")
 
 
+@pytest.mark.guards("student_start_matches_label")
 def test_study_rows_check_the_student_start_label(corpus_path, one_condition, monkeypatch):
     """A row labelled waypoint0 whose student is the independent one (the starts swapped)."""
     real = wp.initial_student
@@ -499,6 +542,7 @@ def test_study_rows_check_the_student_start_label(corpus_path, one_condition, mo
     assert row["checks"]["student_start_matches_label"] is False
 
 
+@pytest.mark.guards("comparison_evaluations_match_reference")
 def test_arm_evaluated_before_its_updates(corpus_path, monkeypatch):
     """Every arm scored as the initial student (for example, an evaluation moved before the loop)."""
     real = wp.nats_per_byte
@@ -536,6 +580,7 @@ def test_study_rows_record_every_check_and_summarise(corpus_path, one_condition)
     assert effect_study.summarise(rows)
 
 
+@pytest.mark.guards("gate_kind_matches_arm")
 def test_study_refuses_a_seed_whose_checks_failed(corpus_path, one_condition, monkeypatch, tmp_path):
     clean = _study_rows(corpus_path, [42])
     monkeypatch.setitem(wp.GATE_OF_ARM, "final_only", "straightness")
@@ -558,6 +603,7 @@ def test_study_refuses_a_seed_whose_checks_failed(corpus_path, one_condition, mo
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.guards("comparison_arms_paired")
 def test_study_refuses_unpaired_rows(corpus_path, one_condition, monkeypatch):
     real = wp.distil
     shared = {}

@@ -1,0 +1,496 @@
+"""The reader's edition: a static HTML book of the committed ``rendered/`` notebooks and JSON.
+
+``python -m litrepro.book --out build/book`` (``make book``) generates a Sphinx source folder
+beside the output (``build/book-src``) and runs Sphinx with MyST-NB on it.  Nothing is executed:
+the notebooks are shown as committed (``nb_execution_mode = "off"``), and every generated page
+is built from data:
+
+- the front page is README.md, its generated blocks included, with its links to repository
+  files made to resolve in the book (``docs/*.md`` become pages, the method notebooks their
+  rendered chapter, any other file a download; a link to no file stops the build);
+- one chapter per method: the rendered seed-42 notebook, with seeds 43 and 44 under it;
+- the studies: each study JSON's figure, every interval it holds (a sortable, filterable table,
+  never truncated) and its per-seed records;
+- the cross-seed summary (``rendered/summary.ipynb``);
+- reproducibility: every ``docs/*.md`` there is at build time;
+- the trust report (:mod:`litrepro.trust`).
+
+Sphinx runs with warnings as errors, so a broken cross-reference or anchor stops the build too.
+The site loads nothing from another host (:func:`external_resources` checks the built HTML).
+Both output folders are removed and rebuilt only when they carry the book's stamp file, so a
+folder the builder did not create is never deleted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import posixpath
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from litrepro.paths import RENDERED, ROOT
+
+HERE = Path(__file__).resolve().parent
+STAMP = ".litrepro-book"
+#: The method chapters, in book order; a method is shown when rendered/<method>/seed-*.ipynb exist.
+METHODS = ("pinterest_rlbp", "waypoint_opd")
+FRONT_SEED = 42
+#: MathJax 3 files the site needs (tex input with its autoloaded extensions, CommonHTML output and
+#: its fonts, the menu and assistive MathML), copied from the django-static-mathjax wheel.
+MATHJAX_PARTS = ("tex-mml-chtml.js", "input/tex/extensions", "output/chtml/fonts/woff-v2", "ui", "a11y")
+LINK = re.compile(r"(!?)\[((?:[^\[\]\n]|\[[^\]\n]*\])*)\]\(([^()\s]+)((?:\s+\"[^\"]*\")?)\)")
+SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+
+
+class BookError(Exception):
+    """Bad input to the builder: one line, exit status 2."""
+
+
+# --- Folders the builder owns ---------------------------------------------------------------------
+
+def fresh_folder(path: Path) -> None:
+    """Empty ``path`` for a new build; refuse one that exists without the book's stamp."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise BookError(f"{path} exists and is not a folder: refusing to replace it")
+    if path.exists():
+        if any(path.iterdir()) and not (path / STAMP).is_file():
+            raise BookError(f"{path} is not empty and was not made by `python -m litrepro.book` "
+                            f"(no {STAMP} in it): refusing to delete it")
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    (path / STAMP).write_text("made by python -m litrepro.book; removed and rebuilt by the next build\n")
+
+
+# --- Links ------------------------------------------------------------------------------------------
+
+class Linker:
+    """Maps a repository-relative link target to the book page or file that shows it."""
+
+    def __init__(self, src: Path, root: Path = ROOT):
+        self.src, self.root = src, root
+        self.warnings: list[str] = []
+        self.pages: dict[str, str] = {"README.md": "index.md", "notebooks/summary.ipynb": "summary.ipynb",
+                                      "rendered/summary.ipynb": "summary.ipynb"}
+        for method in METHODS:
+            self.pages[f"notebooks/{method}.ipynb"] = f"methods/{method}/seed-{FRONT_SEED}.ipynb"
+            for nb in (RENDERED / method).glob("seed-*.ipynb"):
+                self.pages[f"rendered/{method}/{nb.name}"] = f"methods/{method}/{nb.name}"
+        for doc in (root / "docs").glob("*.md"):
+            self.pages[f"docs/{doc.name}"] = f"docs/{doc.name}"
+
+    def target(self, repo_target: str) -> str | None:
+        """The book path showing ``repo_target`` (a file is copied under ``files/``), or None."""
+        if repo_target in self.pages:
+            return self.pages[repo_target]
+        path = self.root / repo_target
+        if repo_target.startswith("..") or not path.is_file():
+            return None
+        book = f"files/{repo_target}"
+        dest = self.src / book
+        if not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dest)
+        return book
+
+    def rewrite(self, text: str, repo_doc: str, book_doc: str) -> str:
+        """Rewrite every relative markdown link of a document at ``repo_doc`` shown at ``book_doc``."""
+        def sub(m: re.Match) -> str:
+            bang, label, target, title = m.groups()
+            if SCHEME.match(target) or target.startswith("#"):
+                return m.group(0)
+            path, _, anchor = target.partition("#")
+            repo_target = posixpath.normpath(posixpath.join(posixpath.dirname(repo_doc), path))
+            book = self.target(repo_target)
+            if book is None:
+                self.warnings.append(f"{repo_doc}: [{label}]({target}) leads to no file ({repo_target})")
+                return label if not bang else f"`{label or path}`"
+            rel = posixpath.relpath(book, posixpath.dirname(book_doc) or ".")
+            return f"{bang}[{label}]({rel}{'#' + anchor if anchor else ''}{title})"
+        return LINK.sub(sub, text)
+
+
+# --- Pages ------------------------------------------------------------------------------------------
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _seed_notebooks(method: str) -> list[tuple[int, Path]]:
+    found = [(int(p.stem.removeprefix("seed-")), p) for p in (RENDERED / method).glob("seed-*.ipynb")
+             if p.stem.removeprefix("seed-").isdigit()]
+    return sorted(found, key=lambda x: (x[0] != FRONT_SEED, x[0]))
+
+
+def _md_cell(text: str) -> dict:
+    return {"cell_type": "markdown", "metadata": {}, "source": text}
+
+
+def notebook_page(nb_path: Path, dest: Path, *, repo_doc: str, book_doc: str, linker: Linker, title_suffix: str,
+                  preface: str) -> None:
+    """Copy a rendered notebook into the book: its title tagged, a preface cell after it, links rewritten."""
+    nb = json.loads(nb_path.read_text())
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            cell["source"] = linker.rewrite(source, repo_doc, book_doc)
+    first = nb["cells"][0] if nb["cells"] else None
+    if first is not None and first["cell_type"] == "markdown" and first["source"].startswith("# "):
+        head, _, rest = first["source"].partition("\n")
+        first["source"] = f"{head}{title_suffix}\n{rest}"
+        nb["cells"].insert(1, _md_cell(preface))
+    else:
+        nb["cells"].insert(0, _md_cell(f"# {nb_path.stem}{title_suffix}\n\n{preface}"))
+    _write(dest, json.dumps(nb))
+
+
+def method_chapters(src: Path, linker: Linker) -> list[str]:
+    """methods/<method>/seed-<N>.ipynb for every rendered seed; returns the chapters' docnames."""
+    chapters = []
+    for method in METHODS:
+        seeds = _seed_notebooks(method)
+        if not seeds:
+            continue
+        folder = src / "methods" / method
+        folder.mkdir(parents=True, exist_ok=True)
+        for seed, nb in seeds:
+            others = [s for s, _ in seeds if s != seed]
+            json_name = f"seed-{seed}.json"
+            shutil.copyfile(RENDERED / method / json_name, folder / json_name)
+            lines = [f"> **Seed {seed}** of `{method}`, as rendered by papermill into `rendered/{method}/seed-{seed}.ipynb` "
+                     "and committed; the book shows it as it is, without running it.",
+                     f"> Its metrics, checks and curves: [`{json_name}`]({json_name}).",
+                     "> Other seeds: " + ", ".join(f"[seed {s}](seed-{s}.ipynb)" for s in others) + "."]
+            if seed == seeds[0][0] and others:
+                lines += ["", "```{toctree}", ":hidden:", "", *[f"seed-{s}" for s in others], "```"]
+            notebook_page(nb, folder / nb.name, repo_doc=f"notebooks/{method}.ipynb",
+                          book_doc=f"methods/{method}/{nb.name}", linker=linker, title_suffix=f" (seed {seed})",
+                          preface="\n".join(lines))
+        chapters.append(f"methods/{method}/seed-{seeds[0][0]}")
+    return chapters
+
+
+def front_page(src: Path, linker: Linker, chapters: list[str], extra: list[str]) -> None:
+    readme = (ROOT / "README.md").read_text()
+    text = linker.rewrite(readme, "README.md", "index.md")
+    toc = ["", "```{toctree}", ":hidden:", ":caption: Methods", "", *chapters, "```", "",
+           "```{toctree}", ":hidden:", ":caption: Results and trust", "", *extra, "```", ""]
+    _write(src / "index.md", text.rstrip() + "\n" + "\n".join(toc))
+
+
+# --- Study pages: every interval and every per-seed record, as tables -----------------------------------
+
+def _fmt(x: Any) -> str:
+    if isinstance(x, bool) or x is None:
+        return json.dumps(x)
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    if isinstance(x, (list, dict)):
+        return json.dumps(x)
+    return str(x)
+
+
+def _sort_key(x: Any) -> str:
+    if isinstance(x, bool):
+        return str(int(x))
+    if isinstance(x, (int, float)):
+        return repr(float(x))
+    return _fmt(x)
+
+
+def interval_rows(data: Any, where: str = "") -> Iterator[tuple[str, dict]]:
+    """Every dict holding ``ci95_low`` and ``ci95_high`` in a study JSON, with where it sits."""
+    if isinstance(data, dict):
+        if "ci95_low" in data and "ci95_high" in data:
+            yield where, data
+            return
+        for key, value in data.items():
+            yield from interval_rows(value, f"{where}.{key}" if where else str(key))
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            label = next((f"{k}={value[k]}" for k in ("backup", "logged_days", "lambda") if isinstance(value, dict)
+                          and k in value and not isinstance(value[k], (dict, list))), str(i))
+            yield from interval_rows(value, f"{where}[{label}]")
+
+
+INTERVAL_COLUMNS = ("comparison", "metric", "n", "mean_difference", "ci95_low", "ci95_high", "verdict")
+
+
+def table_html(headers: list[str], rows: list[list[tuple[str, str]]], table_id: str) -> str:
+    """A sortable, filterable table (``litrepro-book.js``); a cell is (html, sort key)."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f'<td data-sort="{html.escape(k, quote=True)}">{c}</td>' for c, k in row) + "</tr>"
+                   for row in rows)
+    return f'<table class="litrepro-table" id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def intervals_table(data: Any, table_id: str) -> tuple[str, int]:
+    from litrepro import stats
+
+    found = list(interval_rows(data))
+    extra: list[str] = []
+    for _, row in found:
+        for k in row:
+            if k not in INTERVAL_COLUMNS and k not in extra and not isinstance(row[k], (dict, list)):
+                extra.append(k)
+    rows = []
+    for where, row in found:
+        mean = row.get("mean_difference", row.get("mean"))
+        cells = [(html.escape(where), where)]
+        cells += [(html.escape(_fmt(row.get(k, ""))), _sort_key(row.get(k, ""))) for k in extra]
+        cells += [(html.escape(_fmt(row.get("comparison", ""))), _fmt(row.get("comparison", ""))),
+                  (html.escape(_fmt(row.get("metric", ""))), _fmt(row.get("metric", ""))),
+                  (html.escape(_fmt(row.get("n", ""))), _sort_key(row.get("n", ""))),
+                  (html.escape(f"{mean:+.3g}" if isinstance(mean, (int, float)) else ""), _sort_key(mean)),
+                  (html.escape(stats.fmt_ci(row["ci95_low"], row["ci95_high"], sig=2)), _sort_key(row["ci95_low"])),
+                  (html.escape(stats.verdict(row)), stats.verdict(row))]
+        rows.append(cells)
+    headers = ["where in the JSON", *extra, "comparison", "metric", "n", "mean difference",
+               "95% CI (bounds rounded outward)", "verdict"]
+    return table_html(headers, rows, table_id), len(rows)
+
+
+def _flatten(record: dict, prefix: str = "", depth: int = 0) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in record.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and depth < 2:
+            out.update(_flatten(v, key + ".", depth + 1))
+        else:
+            out[key] = v
+    return out
+
+
+def record_tables(data: dict) -> Iterator[tuple[str, list[dict]]]:
+    """Collections of records in a study JSON: lists of dicts without intervals, and per-seed dicts."""
+    for key, value in data.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            if not any(True for _ in interval_rows(value)):
+                yield key, [_flatten(v) for v in value]
+        elif isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+            if all(str(k).isdigit() for k in value):
+                yield key, [{"seed": int(k), **_flatten(v)} for k, v in value.items()]
+            elif all(isinstance(v, dict) and v and all(str(s).isdigit() for s in v) for v in value.values()):
+                yield key, [{"arm": arm, "seed": int(s), **_flatten(r)} for arm, seeds in value.items()
+                            for s, r in seeds.items()]
+
+
+def records_table(records: list[dict], table_id: str) -> str:
+    columns: list[str] = []
+    for r in records:
+        columns += [k for k in r if k not in columns]
+    rows = [[(html.escape(_fmt(r.get(c, ""))), _sort_key(r.get(c, ""))) for c in columns] for r in records]
+    return table_html(columns, rows, table_id)
+
+
+def study_pages(src: Path) -> list[str]:
+    """studies/<method>-<study>.md per study JSON, and studies/index.md; returns ["studies/index"]."""
+    pages, figures_used = [], set()
+    for method in METHODS:
+        for path in sorted((RENDERED / method).glob("*.json")):
+            if path.name == "summary.json" or path.name.startswith("seed-"):
+                continue
+            data = json.loads(path.read_text())
+            name = f"{method}-{path.stem}"
+            folder = src / "studies"
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, folder / f"{name}.json")
+            lines = [f"# `{method}`: {path.stem.replace('_', ' ')}", "",
+                     f"Everything below is generated from [`rendered/{method}/{path.name}`]({name}.json) "
+                     "when the book is built.", ""]
+            figure = path.with_suffix(".png")
+            if figure.is_file():
+                shutil.copyfile(figure, folder / f"{name}.png")
+                figures_used.add(figure)
+                lines += [f"![{path.stem}]({name}.png)", ""]
+            table, n = intervals_table(data, f"intervals-{name}")
+            if n:
+                lines += ["## Every interval", "",
+                          f"All {n} paired differences with their 95% intervals, as the JSON holds them (click a "
+                          "column to sort it; type to filter). The verdict is read from the interval: "
+                          "`>0` or `<0` when it excludes 0.", "", "```{raw} html", table, "```", ""]
+            if isinstance(data, dict):
+                for key, records in record_tables(data):
+                    lines += [f"## `{key}`", "", "```{raw} html",
+                              f"<details><summary>{len(records)} records: show the table</summary>",
+                              records_table(records, f"{name}-{key}"), "</details>", "```", ""]
+            _write(folder / f"{name}.md", "\n".join(lines))
+            pages.append(name)
+    others = [p for m in METHODS for p in sorted((RENDERED / m).glob("*.png")) if p not in figures_used]
+    lines = ["# Studies", "",
+             "Each study pairs its arms by seed and writes a 95% interval per paired difference. Its page shows "
+             "its figure, every interval and every per-seed record of its JSON.", "",
+             "```{toctree}", ":maxdepth: 1", "", *pages, "```", ""]
+    if others:
+        lines += ["## The rendered seeds' figures", "",
+                  "The cross-seed figures that `python -m litrepro run` writes beside the seeds.", ""]
+        for p in others:
+            rel = f"{p.parent.name}-{p.name}"
+            shutil.copyfile(p, src / "studies" / rel)
+            lines += [f"### `rendered/{p.parent.name}/{p.name}`", "", f"![{p.stem}]({rel})", ""]
+    _write(src / "studies" / "index.md", "\n".join(lines))
+    return ["studies/index"]
+
+
+def summary_page(src: Path, linker: Linker) -> list[str]:
+    nb = RENDERED / "summary.ipynb"
+    if not nb.is_file():
+        return []
+    notebook_page(nb, src / "summary.ipynb", repo_doc="notebooks/summary.ipynb", book_doc="summary.ipynb",
+                  linker=linker, title_suffix="",
+                  preface="> `rendered/summary.ipynb`, as `python -m litrepro run` executed it over every rendered "
+                          "seed; shown as committed.")
+    return ["summary"]
+
+
+def reproducibility_page(src: Path, linker: Linker) -> list[str]:
+    docs = sorted((ROOT / "docs").glob("*.md"))
+    for doc in docs:
+        _write(src / "docs" / doc.name, linker.rewrite(doc.read_text(), f"docs/{doc.name}", f"docs/{doc.name}"))
+    lines = ["# Reproducibility", "",
+             "How the results are made, how to rerun them and how far they reproduce: the project's `docs/` pages.", ""]
+    if docs:
+        lines += ["```{toctree}", ":glob:", ":maxdepth: 1", "", "docs/*", "```", ""]
+    else:
+        lines += ["There is no page under `docs/` yet; the front page holds these sections.", ""]
+    timing = RENDERED / "book_build.json"
+    if timing.is_file():
+        t = json.loads(timing.read_text())
+        m = t["machine"]
+        shutil.copyfile(timing, src / "book_build.json")
+        lines += [f"This book builds from scratch in {t['median_s']:.1f} s (median of {len(t['repeats_s'])} builds, "
+                  f"`{t['command']}`, on {m['cores']} cores of {m['cpu_model']}, load average "
+                  f"{m['load_average_at_start'][0]:.1f} at the start; goal at most {t['goal_s']:.0f} s; "
+                  "[`rendered/book_build.json`](book_build.json)).", ""]
+    bench = RENDERED / "benchmarks.json"
+    if bench.is_file():
+        shutil.copyfile(bench, src / "benchmarks.json")
+        lines += ["The speed benchmarks' medians are in [`rendered/benchmarks.json`](benchmarks.json).", ""]
+    _write(src / "reproducibility.md", "\n".join(lines))
+    return ["reproducibility"]
+
+
+def trust_page(src: Path, registry_path: Path) -> list[str]:
+    from litrepro import trust
+
+    registry = json.loads(registry_path.read_text())
+    rows, others = trust.build_rows(registry)
+    _write(src / "trust.md", trust.report_markdown(
+        rows, others, collected_with="pytest tests --collect-only --guards-registry PATH"))
+    return ["trust"]
+
+
+def copy_static(src: Path) -> None:
+    static = src / "_static"
+    static.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(HERE / "conf.py", src / "conf.py")
+    for f in (HERE / "static").iterdir():
+        shutil.copyfile(f, static / f.name)
+    try:
+        import mathjax  # the django-static-mathjax wheel: MathJax 3 under static/mathjax/es5
+    except ImportError as exc:
+        raise BookError("MathJax is missing: install the book's packages (pip install -e '.[book]')") from exc
+    es5 = Path(mathjax.__file__).resolve().parent / "static" / "mathjax" / "es5"
+    for part in MATHJAX_PARTS:
+        source, dest = es5 / part, static / "mathjax" / part
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_dir():
+            shutil.copytree(source, dest)
+        else:
+            shutil.copyfile(source, dest)
+
+
+# --- Checks on the built site -------------------------------------------------------------------------
+
+TAG_URL = re.compile(r"<(script|link|img|iframe|source|video|audio|embed|object)\b[^>]*?\b(src|href|data)=\"(https?:)?//",
+                     re.I)
+CSS_URL = re.compile(r"url\(\s*['\"]?(https?:)?//", re.I)
+
+
+def external_resources(site: Path) -> list[str]:
+    """Every resource the site's HTML or CSS would load from another host (links a reader clicks are fine)."""
+    found = []
+    for path in sorted(site.rglob("*")):
+        if path.suffix == ".html":
+            for m in TAG_URL.finditer(path.read_text(errors="replace")):
+                found.append(f"{path.relative_to(site)}: {m.group(0)}")
+        elif path.suffix == ".css":
+            for m in CSS_URL.finditer(path.read_text(errors="replace")):
+                found.append(f"{path.relative_to(site)}: {m.group(0)}")
+    return found
+
+
+# --- The build ------------------------------------------------------------------------------------------
+
+def generate(src: Path, registry_path: Path) -> list[str]:
+    """Write the Sphinx source folder; returns the links (README, docs, notebooks) that lead to no file."""
+    copy_static(src)
+    linker = Linker(src)
+    chapters = method_chapters(src, linker)
+    extra = study_pages(src) + summary_page(src, linker) + reproducibility_page(src, linker) + trust_page(src, registry_path)
+    front_page(src, linker, chapters, extra)
+    return linker.warnings
+
+
+def build(out: Path, *, src: Path | None = None, registry: Path | None = None, jobs: int = 1) -> dict[str, float]:
+    """Build the book into ``out``; returns the seconds each step took."""
+    from litrepro import trust
+
+    out = out.resolve()
+    src = (src or out.with_name(out.name + "-src")).resolve()
+    if src == out or src in out.parents or out in src.parents:
+        raise BookError(f"the source folder {src} and the output folder {out} must not contain each other")
+    times: dict[str, float] = {}
+    start = time.perf_counter()
+    fresh_folder(src)
+    fresh_folder(out)
+    if registry is None:
+        registry = src / "_guards_registry.json"
+        trust.collect_fault_registry(registry)
+        times["collect_fault_tests_s"] = time.perf_counter() - start
+    t = time.perf_counter()
+    broken = generate(src, registry)
+    if broken:                                   # a README or docs link to no file: a broken link in the book
+        raise BookError("links to no repository file:\n" + "\n".join(broken))
+    times["generate_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-j", str(jobs),
+           "-d", str(src / ".doctrees"), str(src), str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    times["sphinx_s"] = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise BookError("sphinx-build failed:\n" + (proc.stdout + proc.stderr).strip()[-4000:])
+    (out / STAMP).write_text("made by python -m litrepro.book; removed and rebuilt by the next build\n")
+    external = external_resources(out)
+    if external:
+        raise BookError("the site would load resources from another host:\n" + "\n".join(external[:20]))
+    times["total_s"] = time.perf_counter() - start
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m litrepro.book", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "book", help="output folder (default build/book)")
+    parser.add_argument("--src", type=Path, default=None, help="generated Sphinx source folder (default OUT-src)")
+    parser.add_argument("--guards-registry", type=Path, default=None,
+                        help="use this fault-test registry instead of collecting the test suite")
+    parser.add_argument("--jobs", type=int, default=1, help="Sphinx processes (default 1)")
+    args = parser.parse_args(argv)
+    try:
+        if args.guards_registry is not None and not args.guards_registry.is_file():
+            raise BookError(f"--guards-registry {args.guards_registry}: no such file")
+        times = build(args.out, src=args.src, registry=args.guards_registry, jobs=max(1, args.jobs))
+    except BookError as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 2
+    print(f"book built in {times['total_s']:.1f} s: {args.out.resolve() / 'index.html'} "
+          + "(" + ", ".join(f"{k} {v:.1f}" for k, v in times.items() if k != "total_s") + ")")
+    return 0

@@ -1,0 +1,322 @@
+"""The trust report: every check of both methods, the stage it guards, where it held, and its fault tests.
+
+Nothing here is typed by hand; every row is read from data:
+
+- the check names: every dict-valued field whose key ends in ``checks`` in the rendered seed
+  JSON (``rendered/<method>/seed-<N>.json``), and the per-seed ``checks`` the studies record;
+- the stage and what the check recomputes: the method's registry,
+  ``GUARDS`` (``{check: (stage, one line)}``) in the module :data:`AUDIT_MODULES` names; a method whose
+  audit module or registry is missing shows "not registered";
+- where it held: its value on every rendered seed, and its tally over every study record
+  (``per_seed[*].checks`` and ``arm_checks``, or ``check_pass_rates`` times ``n_seeds``);
+- its fault tests: the tests marked ``@pytest.mark.guards("check")``, collected (not run) by
+  ``pytest --collect-only --guards-registry PATH`` (see ``tests/conftest.py``);
+- the fault audits' figures: ``rendered/fault_audits.json``.
+
+A check with no fault test is flagged.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from litrepro.paths import RENDERED, ROOT
+
+#: Method -> the module holding its check registry ``GUARDS`` (and, optionally, ``ARM_CHECKS``).
+AUDIT_MODULES = {"pinterest_rlbp": "litrepro.rlbp.audit", "waypoint_opd": "litrepro.waypoint.registry"}
+FAULT_AUDITS = RENDERED / "fault_audits.json"
+NOT_REGISTERED = "not registered"
+
+
+@dataclass
+class StudyTally:
+    """How often one check held in one study: ``held`` of ``records`` (a record is a ``unit``)."""
+    study: str
+    unit: str
+    records: int
+    held: int
+
+
+@dataclass
+class CheckRow:
+    method: str
+    name: str
+    fields: list[str]                                   # where the seed JSON records it ("checks", "extra_checks")
+    stage: str
+    recomputes: str
+    seeds: dict[int, Any]                                # rendered seed -> recorded value
+    studies: list[StudyTally] = field(default_factory=list)
+    fault_tests: list[str] = field(default_factory=list)
+    note: str = ""                                      # the JSON's check_notes entry, if any
+
+    @property
+    def held_on_seeds(self) -> bool:
+        return bool(self.seeds) and all(v is True for v in self.seeds.values())
+
+    @property
+    def held_in_studies(self) -> bool:
+        return all(t.held == t.records for t in self.studies)
+
+
+def registry(method: str) -> tuple[dict[str, tuple[str, str]] | None, dict[str, str]]:
+    """``(GUARDS, ARM_CHECKS)`` of ``method``'s audit module; ``(None, {})`` when it has none yet."""
+    name = AUDIT_MODULES[method]
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name == name:
+            return None, {}
+        raise
+    return getattr(module, "GUARDS", None), dict(getattr(module, "ARM_CHECKS", {}))
+
+
+def _seed_files(folder: Path) -> list[tuple[int, Path]]:
+    found = []
+    for path in folder.glob("seed-*.json"):
+        stem = path.stem.removeprefix("seed-")
+        if stem.isdigit():
+            found.append((int(stem), path))
+    return sorted(found)
+
+
+def seed_checks(method: str, rendered: Path = RENDERED) -> tuple[dict[str, dict], dict[str, str]]:
+    """``{check: {"fields": [...], "seeds": {seed: value}}}`` and the runs' ``check_notes``."""
+    checks: dict[str, dict] = {}
+    notes: dict[str, str] = {}
+    for seed, path in _seed_files(rendered / method):
+        data = json.loads(path.read_text())
+        notes.update(data.get("check_notes") or {})
+        for key, value in data.items():
+            if key.endswith("checks") and isinstance(value, dict):
+                for name, result in value.items():
+                    entry = checks.setdefault(name, {"fields": [], "seeds": {}})
+                    if key not in entry["fields"]:
+                        entry["fields"].append(key)
+                    entry["seeds"][seed] = result
+    return checks, notes
+
+
+def _add(tallies: dict[str, list[StudyTally]], name: str, study: str, unit: str, records: int, held: int) -> None:
+    for t in tallies.setdefault(name, []):
+        if t.study == study and t.unit == unit:
+            t.records += records
+            t.held += held
+            return
+    tallies[name].append(StudyTally(study, unit, records, held))
+
+
+def study_tallies(method: str, arm_checks: dict[str, str], rendered: Path = RENDERED) -> dict[str, list[StudyTally]]:
+    """Per check, how often it held in each study JSON of ``rendered/<method>/``.
+
+    A study records its checks either per seed (``per_seed`` rows with a ``checks`` dict, and the
+    arms' own booleans in ``arm_checks``, counted under the check that aggregates them) or as
+    ``check_pass_rates`` over ``n_seeds`` seeds (flat, or per arm such as a critic backup).
+    """
+    tallies: dict[str, list[StudyTally]] = {}
+    for path in sorted((rendered / method).glob("*.json")):
+        if path.name == "summary.json" or path.name.startswith("seed-"):
+            continue
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            continue
+        study = path.stem
+        rows = data.get("per_seed")
+        if isinstance(rows, list):
+            for row in rows:
+                for name, value in (row.get("checks") or {}).items():
+                    _add(tallies, name, study, "seed x condition", 1, int(value is True))
+                for arm_values in (row.get("arm_checks") or {}).values():
+                    for name, value in arm_values.items():
+                        _add(tallies, arm_checks.get(name, name), study, "seed x condition x arm", 1,
+                             int(value is True))
+        rates, n = data.get("check_pass_rates"), data.get("n_seeds")
+        if isinstance(rates, dict) and isinstance(n, int):
+            for key, value in rates.items():
+                if isinstance(value, dict):                                     # per arm (backup)
+                    for name, rate in value.items():
+                        _add(tallies, name, study, "seed x backup", n, round(rate * n))
+                else:
+                    _add(tallies, key, study, "seed", n, round(value * n))
+    return tallies
+
+
+def collect_fault_registry(out: Path, root: Path = ROOT, timeout: int = 300) -> dict[str, list[str]]:
+    """Collect (never run) the test suite and return ``{check: [node ids]}`` of its ``guards`` marks."""
+    cmd = [sys.executable, "-m", "pytest", str(root / "tests"), "--collect-only", "-q", "-p", "no:cacheprovider",
+           "--guards-registry", str(out)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(root / "src"), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, env=env, timeout=timeout)
+    if proc.returncode not in (0, 5) or not out.is_file():
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
+        raise RuntimeError(f"collecting the fault tests failed (exit {proc.returncode}):\n" + "\n".join(tail))
+    return json.loads(out.read_text())
+
+
+def build_rows(fault_registry: dict[str, list[str]], rendered: Path = RENDERED) -> tuple[list[CheckRow], dict[str, list[str]]]:
+    """Every check of every method, and the registry's names that are no check (metric-kind faults)."""
+    rows: list[CheckRow] = []
+    claimed: set[str] = set()
+    for method in AUDIT_MODULES:
+        guards, arm_checks = registry(method)
+        recorded, notes = seed_checks(method, rendered)
+        tallies = study_tallies(method, arm_checks, rendered)
+        names = list(recorded) + [n for n in tallies if n not in recorded]
+        names += [n for n in (guards or {}) if n not in names]
+        for name in sorted(names):
+            stage, recomputes = (guards or {}).get(name, (NOT_REGISTERED, ""))
+            tests = set(fault_registry.get(name, []))
+            for arm_name, aggregate in arm_checks.items():                    # an arm's own boolean
+                if aggregate == name:
+                    tests |= set(fault_registry.get(arm_name, []))
+                    claimed.add(arm_name)
+            claimed.add(name)
+            entry = recorded.get(name, {"fields": [], "seeds": {}})
+            rows.append(CheckRow(method, name, entry["fields"], stage, recomputes, entry["seeds"],
+                                 tallies.get(name, []), sorted(tests), notes.get(name, "")))
+    others = {k: v for k, v in fault_registry.items() if k not in claimed}
+    return rows, others
+
+
+# --- Rendering (HTML inside MyST markdown: tables the book's sorter can sort and filter) -------------
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _value(v: Any) -> str:
+    return {True: "true", False: "false"}.get(v, str(v)) if isinstance(v, bool) or v is not None else "absent"
+
+
+def seeds_cell(row: CheckRow) -> tuple[str, str]:
+    """(text, css class) for the rendered seeds' values."""
+    if not row.seeds:
+        return "not recorded in the seed JSON", "neutral"
+    values = {_value(v) for v in row.seeds.values()}
+    seeds = ", ".join(str(s) for s in row.seeds)
+    if values == {"true"}:
+        return f"true on {seeds}", "ok"
+    if len(values) == 1:
+        text = f"{values.pop()} on {seeds}"
+        return (text + (f" ({row.note})" if row.note else ""), "neutral" if row.note else "bad")
+    return "; ".join(f"{s}: {_value(v)}" for s, v in row.seeds.items()), "bad"
+
+
+def studies_cell(row: CheckRow) -> tuple[str, str]:
+    if not row.studies:
+        return "not recorded by a study", "neutral"
+    parts = [f"{t.study}: {t.held} of {t.records} ({t.unit})" for t in row.studies]
+    return "; ".join(parts), ("ok" if row.held_in_studies else "bad")
+
+
+def faults_cell(row: CheckRow) -> tuple[str, str]:
+    if not row.fault_tests:
+        return "<strong>no fault test</strong>", "bad"
+    items = "".join(f"<li><code>{_e(t)}</code></li>" for t in row.fault_tests)
+    return (f'<details><summary>{len(row.fault_tests)} test{"s" if len(row.fault_tests) > 1 else ""}</summary>'
+            f"<ul>{items}</ul></details>"), "ok"
+
+
+def _table(headers: list[str], rows: list[list[tuple[str, str, str]]], table_id: str) -> str:
+    """A sortable, filterable table; a cell is (html, sort key, css class)."""
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = []
+    for cells in rows:
+        tds = "".join(f'<td class="{cls}" data-sort="{_e(key)}">{content}</td>' for content, key, cls in cells)
+        body.append(f"<tr>{tds}</tr>")
+    return (f'<table class="litrepro-table" id="{table_id}"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def audits_table(path: Path = FAULT_AUDITS) -> str:
+    if not path.is_file():
+        return "<p>No fault audit is recorded (<code>rendered/fault_audits.json</code> is missing).</p>"
+    data = json.loads(path.read_text())
+    out = [f"<p>{_e(data.get('about', ''))}</p>"]
+    rows = []
+    for audit in data["audits"]:
+        for part in audit["parts"]:
+            share = part["caught"] / part["number_moving"] if part["number_moving"] else float("nan")
+            rows.append([(_e(audit["name"]), audit["name"], ""), (_e(part["part"]), part["part"], ""),
+                         (f"{part['caught']} of {part['number_moving']}", f"{share:.6f}", ""),
+                         (f"{100 * share:.0f} %", f"{share:.6f}", ""),
+                         (_e(audit.get("follow_up", "")), "", ""), (_e(audit["source"]), audit["source"], "")])
+    out.append(_table(["audit", "part", "caught among number-moving bugs", "share", "then", "source"], rows,
+                      "fault-audits"))
+    return "\n".join(out)
+
+
+def report_markdown(rows: list[CheckRow], others: dict[str, list[str]], *, collected_with: str) -> str:
+    """The trust report page (MyST markdown with raw HTML tables)."""
+    n = len(rows)
+    by_method = {m: [r for r in rows if r.method == m] for m in AUDIT_MODULES}
+    no_test = [r for r in rows if not r.fault_tests]
+    constant = [r for r in no_test if r.note and r.seeds and not r.held_on_seeds]
+    unregistered = [r for r in rows if r.stage == NOT_REGISTERED]
+    failed = [r for r in rows if (r.seeds and not r.held_on_seeds and not r.note) or not r.held_in_studies]
+    lines = ["# Trust report", "",
+             "Every check of both methods: the stage it guards and what it recomputes (from each method's check "
+             "registry, `GUARDS`), whether it held on every rendered seed and on every "
+             "record of every study, and the fault tests that turn it false. This page is generated by "
+             "`litrepro.trust` from the committed JSON and the test suite; nothing on it is typed.", "",
+             "```{raw} html", "<ul class=\"litrepro-summary\">",
+             f"<li>{n} checks: " + ", ".join(f"<code>{m}</code> {len(v)}" for m, v in by_method.items()) + ".</li>",
+             f"<li>{n - len(no_test)} of {n} have at least one fault test; "
+             + (f"<strong>{len(no_test)} have none</strong>: "
+                + ", ".join(f"<code>{_e(r.name)}</code>" for r in no_test) if no_test else "none lacks one")
+             + (f" ({len(constant)} of them the seed file records as not built or not applicable: "
+                + ", ".join(f"<code>{_e(r.name)}</code>" for r in constant) + ")" if constant else "")
+             + ".</li>",
+             f"<li>{len(unregistered)} are not in their method's registry"
+             + (": " + ", ".join(f"<code>{_e(r.name)}</code>" for r in unregistered) if unregistered else "")
+             + ".</li>",
+             f"<li>{len(failed)} did not hold somewhere they were expected to"
+             + (": " + ", ".join(f"<code>{_e(r.name)}</code>" for r in failed) if failed else "")
+             + ". A check the seed file itself records as false or not applicable shows its recorded note.</li>",
+             "</ul>", "```", ""]
+    for method, method_rows in by_method.items():
+        guards, _ = registry(method)
+        lines += [f"## `{method}`", ""]
+        if guards is None:
+            lines += [f"`{AUDIT_MODULES[method]}` has no `GUARDS` registry yet: every stage shows "
+                      f"\"{NOT_REGISTERED}\".", ""]
+        table_rows = []
+        for r in method_rows:
+            seeds, seeds_cls = seeds_cell(r)
+            studies, studies_cls = studies_cell(r)
+            faults, faults_cls = faults_cell(r)
+            table_rows.append([
+                (f'<code id="check-{_e(r.name)}">{_e(r.name)}</code>', r.name, ""),
+                (_e(", ".join(r.fields) or "study only"), ", ".join(r.fields), ""),
+                (_e(r.stage), r.stage, "neutral" if r.stage == NOT_REGISTERED else ""),
+                (_e(r.recomputes), r.recomputes, ""),
+                (_e(seeds), seeds, seeds_cls),
+                (_e(studies), studies, studies_cls),
+                (faults, f"{len(r.fault_tests):06d}", faults_cls)])
+        lines += ["```{raw} html",
+                  _table(["check", "recorded in", "stage it guards", "what it recomputes", "rendered seeds",
+                          "studies (held of records)", "fault tests"], table_rows, f"checks-{method}"),
+                  "```", ""]
+    if others:
+        lines += ["## Fault tests of metrics", "",
+                  "Fault tests whose mark names a metric (a figure that must turn non-zero) or another name that is "
+                  "no recorded check.", "", "```{raw} html",
+                  _table(["metric or name", "fault tests"],
+                         [[(f"<code>{_e(k)}</code>", k, ""),
+                           (faults_cell(CheckRow("", k, [], "", "", {}, fault_tests=v))[0], f"{len(v):06d}", "")]
+                          for k, v in sorted(others.items())], "metric-faults"),
+                  "```", ""]
+    lines += ["## Fault audits", "",
+              "The last recorded independent fault audits, read from `rendered/fault_audits.json`.", "",
+              "```{raw} html", audits_table(), "```", "",
+              "## How this page is made", "",
+              f"The fault tests were collected with `{collected_with}`: collection only, no test runs. "
+              "A test declares the checks its fault turns false with `@pytest.mark.guards(\"name\", ...)`.", ""]
+    return "\n".join(lines)

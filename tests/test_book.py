@@ -1,0 +1,334 @@
+"""The reader's edition (``python -m litrepro.book``) and its trust report, tested as a reader uses them.
+
+The book is built once per session into a temporary folder (never ``build/``).  The browser tests
+serve it from a localhost port that the test binds itself (port 0), open every page in headless
+Chromium (Debian's, through Playwright) and assert that every image loads, no request leaves
+localhost and no internal link is broken; the front page is also opened from disk (file://).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import re
+import threading
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+import browser
+from litrepro import book, trust
+from litrepro.paths import RENDERED, ROOT
+
+pytest.importorskip("myst_nb", reason="the book's packages are not installed (pip install -e '.[book]')")
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory):
+    """(site folder, generated source folder): the book built from this checkout."""
+    base = tmp_path_factory.mktemp("book")
+    times = book.build(base / "site", src=base / "src")
+    print(f"\nbook built in {times['total_s']:.1f} s")
+    return base / "site", base / "src"
+
+
+def rendered_check_names() -> dict[str, set[str]]:
+    """Per method, every check the rendered seed JSON records (dict fields whose key ends in 'checks')."""
+    names: dict[str, set[str]] = {}
+    for method in trust.AUDIT_MODULES:
+        for path in (RENDERED / method).glob("seed-*.json"):
+            for key, value in json.loads(path.read_text()).items():
+                if key.endswith("checks") and isinstance(value, dict):
+                    names.setdefault(method, set()).update(value)
+    return names
+
+
+def pages(site: Path) -> list[Path]:
+    return sorted(p for p in site.rglob("*.html") if "_static" not in p.parts)
+
+
+# --- The built site, read as files -------------------------------------------------------------------
+
+def test_the_book_has_every_chapter(built):
+    site, _ = built
+    have = {str(p.relative_to(site)) for p in pages(site)}
+    for method in ("pinterest_rlbp", "waypoint_opd"):
+        for seed in (42, 43, 44):
+            assert f"methods/{method}/seed-{seed}.html" in have
+    assert {"index.html", "summary.html", "trust.html", "reproducibility.html", "studies/index.html"} <= have
+    front = re.sub(r"<[^>]+>", "", (site / "index.html").read_text())                # code is highlighted per token
+    assert "make reproduce" in front and "make test" in front                       # the two commands
+
+
+def test_the_book_loads_nothing_from_another_host(built):
+    site, _ = built
+    assert book.external_resources(site) == []
+    assert (site / "_static" / "mathjax" / "tex-mml-chtml.js").is_file()
+
+
+def test_the_external_resource_scan_finds_a_planted_one(tmp_path):
+    (tmp_path / "a.html").write_text('<p><a href="https://example.org/">a link a reader clicks is fine</a></p>'
+                                     '<script src="https://cdn.example.org/x.js"></script>')
+    (tmp_path / "b.css").write_text("@font-face { src: url('//fonts.example.org/f.woff2'); }")
+    found = book.external_resources(tmp_path)
+    assert len(found) == 2 and found[0].startswith("a.html") and found[1].startswith("b.css")
+
+
+def test_every_study_interval_is_shown(built):
+    site, _ = built
+    for method in ("pinterest_rlbp", "waypoint_opd"):
+        for path in RENDERED.joinpath(method).glob("*.json"):
+            if path.name == "summary.json" or path.name.startswith("seed-"):
+                continue
+            n = len(list(book.interval_rows(json.loads(path.read_text()))))
+            page = (site / "studies" / f"{method}-{path.stem}.html").read_text()
+            table = re.search(rf'<table class="litrepro-table" id="intervals-{method}-{path.stem}">(.*?)</table>',
+                              page, re.S)
+            assert (table is not None) == (n > 0), path
+            if table:
+                assert table.group(1).count("<tr>") == n + 1, path                  # header + every row
+
+
+def test_the_trust_report_lists_every_rendered_check(built):
+    site, _ = built
+    text = (site / "trust.html").read_text()
+    for method, names in rendered_check_names().items():
+        for name in names:
+            assert f'id="check-{name}"' in text, (method, name)
+
+
+def test_readme_links_resolve_in_the_book(tmp_path, monkeypatch):
+    linker = book.Linker(tmp_path)
+    text = ("[nb](notebooks/waypoint_opd.ipynb) [d](docs/x.md#y) [f](src/litrepro/stats.py) [gone](no/such.md) "
+            "[web](https://example.org) [a](#here)")
+    monkeypatch.setitem(linker.pages, "docs/x.md", "docs/x.md")
+    out = linker.rewrite(text, "README.md", "index.md")
+    assert "[nb](methods/waypoint_opd/seed-42.ipynb)" in out and "[d](docs/x.md#y)" in out
+    assert "[f](files/src/litrepro/stats.py)" in out and (tmp_path / "files/src/litrepro/stats.py").is_file()
+    assert " gone " in out and linker.warnings and "(no/such.md) leads to no file" in linker.warnings[0]
+    assert "[web](https://example.org)" in out and "[a](#here)" in out
+    assert linker.rewrite("[r](../README.md)", "docs/x.md", "docs/x.md") == "[r](../index.md)"
+
+
+def test_the_builder_never_deletes_a_folder_it_did_not_make(tmp_path, capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    assert book.main(["--out", str(mine), "--guards-registry", str(tmp_path / "none.json")]) == 2
+    assert book.main(["--out", str(mine)]) == 2
+    err = capsys.readouterr().err
+    assert "refusing to delete it" in err and err.count("ERROR:") == 2
+    assert (mine / "notes.txt").read_text() == "keep me"
+
+
+# --- The trust report's data ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def registry(built):
+    return json.loads((built[1] / "_guards_registry.json").read_text())
+
+
+def test_waypoint_registry_covers_exactly_its_checks():
+    from litrepro.waypoint.registry import ARM_CHECKS, GUARDS
+
+    recorded = rendered_check_names()["waypoint_opd"]
+    studied = set(trust.study_tallies("waypoint_opd", ARM_CHECKS))
+    assert recorded | studied == set(GUARDS)
+    assert set(ARM_CHECKS.values()) <= set(GUARDS)
+    assert all(stage and line for stage, line in GUARDS.values())
+
+
+def test_every_guards_mark_names_a_check_or_metric_its_test_asserts(registry):
+    """A mark names something the project records, and the marked test's own body names it (so a mark
+    cannot drift from what its test asserts); a parametrized test's module names it (its fault table)."""
+    known = set()
+    for method in trust.AUDIT_MODULES:
+        guards, arms = trust.registry(method)
+        known |= set(guards or {}) | set(arms)
+        for path in (RENDERED / method).glob("seed-*.json"):
+            data = json.loads(path.read_text())
+            known |= {k for key, v in data.items() if isinstance(v, dict) for k in v}
+    assert registry, "no test is marked guards"
+    for name, node_ids in registry.items():
+        assert name in known, f"guards({name!r}) names no recorded check or metric: {node_ids}"
+        for node_id in node_ids:
+            path, _, rest = node_id.partition("::")
+            func = rest.split("[")[0]
+            source = (ROOT / path).read_text()
+            if "[" in rest:              # parametrized: the name sits in its table of faults, in the module
+                assert name in source, (name, node_id)
+                continue
+            match = re.search(rf"\ndef {re.escape(func)}\(.*?(?=\n(?:@|def |class |# ---)|\Z)", source, re.S)
+            assert match and name in match.group(0).split("\n", 2)[-1], (name, node_id)
+
+
+def test_the_waypoint_fault_tests_are_all_in_the_registry(registry):
+    marked = {i for ids in registry.values() for i in ids}
+    for node in ("tests/test_waypoint_faults.py::test_gradient_ascent",
+                 "tests/test_waypoint_checks.py::test_heldout_read_fails"):
+        assert node in marked
+
+
+def test_collection_runs_no_test(tmp_path):
+    """The collector is collection only: it writes the registry and runs nothing (a planted test would fail)."""
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    (tests / "test_planted.py").write_text(
+        "import pytest\n\n@pytest.mark.guards('some_check')\ndef test_x():\n    raise SystemExit('ran')\n")
+    reg = trust.collect_fault_registry(tmp_path / "reg.json", root=tmp_path)
+    assert reg == {"some_check": ["tests/test_planted.py::test_x"]}
+
+
+def test_trust_rows_flag_missing_fault_tests_and_unregistered_methods(tmp_path, monkeypatch):
+    for method, checks in (("pinterest_rlbp", {"a_check": True}), ("waypoint_opd", {"b_check": True, "c": False})):
+        (tmp_path / method).mkdir()
+        for seed in (42, 43):
+            (tmp_path / method / f"seed-{seed}.json").write_text(json.dumps({"extra_checks": checks, "metrics": {}}))
+    (tmp_path / "waypoint_opd" / "study.json").write_text(json.dumps(
+        {"per_seed": [{"checks": {"b_check": True}}, {"checks": {"b_check": False}}]}))
+    monkeypatch.setitem(trust.AUDIT_MODULES, "pinterest_rlbp", "litrepro.no_such_audit_module")
+    rows, others = trust.build_rows({"b_check": ["tests/t.py::test_b"], "some_metric": ["tests/t.py::test_m"]},
+                                    rendered=tmp_path)
+    by = {r.name: r for r in rows}
+    assert by["a_check"].stage == trust.NOT_REGISTERED and not by["a_check"].fault_tests
+    assert by["b_check"].fault_tests == ["tests/t.py::test_b"] and by["b_check"].held_on_seeds
+    assert not by["b_check"].held_in_studies and by["b_check"].studies[0].records == 2
+    assert not by["c"].held_on_seeds and others == {"some_metric": ["tests/t.py::test_m"]}
+    page = trust.report_markdown(rows, others, collected_with="x")
+    assert "no fault test" in page and "not registered" in page and "some_metric" in page
+
+
+# --- In the browser --------------------------------------------------------------------------------------
+
+needs_chromium = pytest.mark.skipif(browser.chromium_missing(), reason=browser.INSTALL_HINT)
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def served(built):
+    """The site over HTTP on 127.0.0.1, on a port the server binds itself (port 0)."""
+    handler = functools.partial(_Quiet, directory=str(built[0]))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", built[0]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+IMAGES_JS = """async () => {
+    const imgs = Array.from(document.images);
+    imgs.forEach(i => { i.loading = 'eager'; });
+    await Promise.all(imgs.map(i => i.complete ? null : new Promise(r => { i.onload = i.onerror = r; })));
+    return imgs.map(i => [i.currentSrc || i.src, i.naturalWidth]);
+}"""
+LINKS_JS = "() => Array.from(document.querySelectorAll('a[href]')).map(a => a.href)"
+
+
+def _ids(path: Path, cache: dict) -> set[str]:
+    if path not in cache:
+        cache[path] = set(re.findall(r'\b(?:id|name)="([^"]+)"', path.read_text(errors="replace")))
+    return cache[path]
+
+
+def _broken(url: str, base: str, site: Path, cache: dict) -> str | None:
+    """Why an internal link is broken, or None."""
+    parts = urllib.parse.urlsplit(url)
+    rel = urllib.parse.unquote(parts.path)[len(urllib.parse.urlsplit(base).path):].lstrip("/") if base else ""
+    target = site / rel
+    if target.is_dir():
+        target = target / "index.html"
+    if not target.is_file():
+        return f"{url}: no such file"
+    if parts.fragment and target.suffix == ".html" and urllib.parse.unquote(parts.fragment) not in _ids(target, cache):
+        return f"{url}: no anchor #{parts.fragment}"
+    return None
+
+
+def _open(page, url: str, requests: list[str]) -> tuple[list, list[str]]:
+    page.goto(url, wait_until="load")
+    page.wait_for_load_state("networkidle")
+    return page.evaluate(IMAGES_JS), page.evaluate(LINKS_JS)
+
+
+@needs_chromium
+def test_every_page_loads_offline_with_its_images_and_links(served):
+    base, site = served
+    outside, broken, missing_images, failed, cache = [], [], [], [], {}
+    with browser.browser() as b:
+        context = b.new_context()
+
+        def route(r):
+            host = urllib.parse.urlsplit(r.request.url).hostname
+            if r.request.url.startswith(("data:", "blob:")) or host in ("127.0.0.1", "localhost"):
+                r.continue_()
+            else:
+                outside.append(r.request.url)
+                r.abort()
+        context.route("**/*", route)
+        context.on("response", lambda r: r.status >= 400 and not r.url.endswith("/favicon.ico")
+                   and failed.append(f"{r.status} {r.url}"))
+        page = context.new_page()
+        opened, n_images, n_links = 0, 0, 0
+        for path in pages(site):
+            url = f"{base}/{path.relative_to(site).as_posix()}"
+            images, links = _open(page, url, outside)
+            opened, n_images, n_links = opened + 1, n_images + len(images), n_links + len(links)
+            missing_images += [f"{url}: {src}" for src, width in images if not width > 0]
+            for link in links:
+                if link.startswith(base):
+                    why = _broken(link, base, site, cache)
+                    if why:
+                        broken.append(f"{url} -> {why}")
+        context.close()
+    assert opened >= 15 and n_images >= 20 and n_links >= 100          # the checks below saw something
+    assert not outside, outside[:10]
+    assert not failed, failed[:10]                                   # MathJax's fonts and extensions included
+    assert not missing_images, missing_images[:10]
+    assert not broken, broken[:10]
+
+
+@needs_chromium
+def test_trust_report_in_the_browser_lists_every_check(served):
+    base, _ = served
+    with browser.browser() as b:
+        page = b.new_page()
+        page.goto(f"{base}/trust.html", wait_until="load")
+        text = page.inner_text("main")
+        for names in rendered_check_names().values():
+            assert not [n for n in names if n not in text]
+        # the tables sort: clicking "check" twice puts the last name first
+        header = page.locator("#checks-waypoint_opd th", has_text="check").first
+        header.click()
+        header.click()
+        first = page.locator("#checks-waypoint_opd tbody tr td").first.inner_text()
+        from litrepro.waypoint.registry import GUARDS
+        assert first == max(rendered_check_names()["waypoint_opd"] | set(GUARDS))
+
+
+@needs_chromium
+def test_the_front_page_opens_from_disk(built):
+    site, _ = built
+    requests: list[str] = []
+    with browser.browser() as b:
+        page = b.new_page()
+        page.on("request", lambda r: requests.append(r.url))
+        images, links = _open(page, (site / "index.html").as_uri(), requests)
+        assert "litrepro" in page.title()
+    assert not [u for u in requests if not u.startswith(("file://", "data:", "blob:"))]
+    assert all(width > 0 for _, width in images)
+    local = [u for u in links if u.startswith("file://")]
+    assert local
+    for u in local:
+        path = Path(urllib.parse.unquote(urllib.parse.urlsplit(u).path))
+        assert path.is_file() or (path / "index.html").is_file(), u
