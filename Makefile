@@ -18,7 +18,7 @@ export MPLBACKEND ?= Agg
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: install reproduce test lab explore bench corpus clean effect-study rlbp-study
+.PHONY: install reproduce test lab explore bench corpus clean effect-study rlbp-study dose-response rlbp-diagnosis
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,10 @@ effect-study: corpus
 rlbp-study: install
 	$(BIN)/python studies/rlbp_policy_study.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
+
+# waypoint_opd: the gate's effect at 5 teacher-RL learning rates, 16 seeds, paired CIs (a few minutes on 2 cores)
+dose-response: corpus
+	$(BIN)/python studies/waypoint_dose_response.py --seeds 42-57 --jobs 2
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
