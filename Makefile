@@ -66,5 +66,9 @@ rlbp-study: install
 dose-response: corpus
 	$(BIN)/python studies/waypoint_dose_response.py --seeds 42-57 --jobs 2
 
+# pinterest_rlbp: arms that isolate the cause of the learned policy's deficit, 20 seeds, paired CIs (about 6 min on 2 cores)
+rlbp-diagnosis: install
+	$(BIN)/python studies/rlbp_diagnosis.py --seeds 42-61 --jobs 2
+
 clean:
 	rm -rf $(VENV) build src/*.egg-info
