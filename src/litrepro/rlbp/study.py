@@ -23,13 +23,12 @@ evaluation days (:func:`verify`).
 
 from __future__ import annotations
 
-import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from litrepro.paths import RENDERED
-from litrepro.stats import paired_ci, verdict
+from litrepro.stats import paired_ci, standard_error, verdict
 
 FOLDER = RENDERED / "pinterest_rlbp"
 COMPARISON = FOLDER / "policy_comparison.json"
@@ -131,9 +130,9 @@ def frontier(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     for lam in lambdas:
         value = np.array([x["value"] for x in table[lam]])
         over = np.array([x["cpc_overshoot"] for x in table[lam]])
-        se = (lambda v: float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else 0.0)
         points.append({"lambda": lam, "value": float(value.mean()), "cpc_overshoot": float(over.mean()),
-                       "value_err": se(value), "cpc_overshoot_err": se(over), "seeds": [r["seed"] for r in rows]})
+                       "value_err": standard_error(value), "cpc_overshoot_err": standard_error(over),
+                       "seeds": [r["seed"] for r in rows]})
     steps = [_ci_row(f"lambda {hi:g} - lambda {lo:g}", metric, [x[metric] for x in table[hi]],
                      [x[metric] for x in table[lo]])
              for lo, hi in zip(lambdas, lambdas[1:]) for metric in ("cpc_overshoot", "value")]
