@@ -190,7 +190,7 @@ def _backup(world: World, policy=None) -> dict:
 
 
 def fit_critic(world: World, data: dict, generator: Streams, *, policy=None, critics=None,
-               steps: int | None = None, first_step: int = 0) -> tuple[TwoHeadCritic, dict]:
+               steps: int | None = None, first_step: int = 0, with_control: bool = True) -> tuple[TwoHeadCritic, dict]:
     """TD regression on the logged rewards, and the same regression on permuted rewards (the control).
 
     Both critics start from the same weights and see the same minibatch indices' states
@@ -201,7 +201,8 @@ def fit_critic(world: World, data: dict, generator: Streams, *, policy=None, cri
     The backup is ``critic_backup``; ``policy`` (states -> (B, 9) probabilities) is the
     next-state policy of the ``policy`` backup.  ``critics`` = (critic, control, permuted
     training data, minibatch stream, initial weights) continues an earlier fit for ``steps``
-    more steps from ``first_step`` (:func:`fit_policy_iteration`).
+    more steps from ``first_step`` (:func:`fit_policy_iteration`).  ``with_control=False``
+    (the explorer) trains the critic alone: the same critic, without the control's figures.
 
     Streams: ``critic_init`` (initial weights; the control starts from a copy),
     ``control_permutation`` (the control's shuffle) and ``critic_minibatches`` (the rows of
@@ -226,6 +227,8 @@ def fit_critic(world: World, data: dict, generator: Streams, *, policy=None, cri
                  **_backup(world, policy))
     control_state = minibatches.get_state()
     report = train_critic(critic, data["train"], data["heldout"], generator=minibatches, **hyper)
+    if not with_control:
+        return critic, {**report, "init_state": init_state, "settings": [report["settings"]]}
     after_main = minibatches.get_state()
     minibatches.set_state(control_state)               # the control draws the same minibatch indices
     control_report = train_critic(control, control_train, data["heldout"], generator=minibatches, **hyper)
@@ -543,6 +546,20 @@ def headroom(world: World, days: list, generator: Streams) -> dict:
 # --- Results in the seed file's vocabulary --------------------------------------------------
 
 
+def td_figures(critic_report: dict) -> dict[str, float]:
+    """The held-out TD figures the results report, from the critic's report (value, CPC heads):
+
+        td_loss_before/after = L^v + L^c before/after training,   control_td_loss_after = the control's,
+        control_ratio = td_loss_after / control_td_loss_after
+    """
+    before, after, control = (critic_report[k] for k in ("heldout_before", "heldout_after", "control_heldout_after"))
+    return {"td_loss_before": before[0] + before[1], "td_loss_after": after[0] + after[1],
+            "td_loss_value_before": before[0], "td_loss_cpc_before": before[1],
+            "td_loss_value_after": after[0], "td_loss_cpc_after": after[1],
+            "control_td_loss_after": control[0] + control[1],
+            "control_ratio": (after[0] + after[1]) / (control[0] + control[1])}
+
+
 def collect_results(world: World, *, critic_report: dict, actor_report: dict, data: dict, evaluation: dict,
                     fusion: dict, sweep: list[dict], derivative_error: float, guard, execution: tuple[str, str],
                     fingerprint: str, days_report: dict, transitions: dict, auction_error: float,
@@ -559,8 +576,8 @@ def collect_results(world: World, *, critic_report: dict, actor_report: dict, da
     backup = fixtures.backup_fixture(cfg.gamma)
     row_mass = max(actor_report["policy_row_mass_error"], evaluation["served_row_mass_error"])
     metrics = {
-        "td_loss_before": sum(critic_report["heldout_before"]),
-        "td_loss_after": sum(critic_report["heldout_after"]),
+        "td_loss_before": td_figures(critic_report)["td_loss_before"],
+        "td_loss_after": td_figures(critic_report)["td_loss_after"],
         "actor_gradient_norm": actor_report["gradient_norms"][0],
         "max_min_backup_error": backup["max_min_backup_error"],
         "wrong_cpc_max_backup_gap": backup["wrong_cpc_max_backup_gap"],
@@ -574,10 +591,7 @@ def collect_results(world: World, *, critic_report: dict, actor_report: dict, da
                                              row_mass=row_mass)
     beyond = {f"{name}_{key}": evaluation[name][key] for name in POLICIES
               for key in ("ips", "ips_se", "true_value", "true_value_heldout", "true_se", "value", "cpc_overshoot")}
-    beyond.update(td_loss_value_before=critic_report["heldout_before"][0], td_loss_cpc_before=critic_report["heldout_before"][1],
-                  td_loss_value_after=critic_report["heldout_after"][0], td_loss_cpc_after=critic_report["heldout_after"][1],
-                  control_td_loss_after=sum(critic_report["control_heldout_after"]),
-                  control_ratio=sum(critic_report["heldout_after"]) / sum(critic_report["control_heldout_after"]),
+    beyond.update(**{k: v for k, v in td_figures(critic_report).items() if k not in metrics},
                   segments_over_target_fraction=data["segments_over_target_fraction"],
                   fusion_changes_argmax_fraction=fusion["fusion_changes_argmax_fraction"],
                   actor_fused_argmax_agreement=fusion["actor_fused_argmax_agreement"],
