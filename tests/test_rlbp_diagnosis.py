@@ -21,6 +21,7 @@ import torch
 from litrepro import figcheck
 from litrepro.paths import ROOT
 from litrepro.rlbp import diagnosis as dg
+from litrepro.rlbp import audit as rlbp_audit
 from litrepro.rlbp import experiment as ex
 from litrepro.rlbp import study
 from litrepro.rlbp.config import RLBPConfig
@@ -66,7 +67,7 @@ def test_regression_margins_sit_above_each_arms_clean_spread(data):
     for arm, (_, changes, target) in dg.ARMS.items():
         backup = dg.MARGIN_OF.get(arm, changes.get("critic_backup", "max_min") if target == "td" else "none")
         ratios = np.array([r["arms"][arm]["control_ratio"] for r in data["per_seed"]])
-        assert ratios.max() + 4 * ratios.std(ddof=1) < ex.CONTROL_MARGIN[backup], (arm, ratios.max())
+        assert ratios.max() + 4 * ratios.std(ddof=1) < rlbp_audit.CONTROL_MARGIN[backup], (arm, ratios.max())
 
 
 def test_diagnosis_figure_fits_its_canvas_and_findings_read_the_json(data):

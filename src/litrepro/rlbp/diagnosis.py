@@ -3,9 +3,9 @@
 On 20 seeds the learned ``max_min`` policy trails the fixed gain (action 4) while the
 constant action 8 (both gains doubled) beats it (``backup_study.json``).  Each arm here
 changes one thing about how the critic is trained and keeps everything else: the same
-world, logged data, evaluation days and random draws as ``max_min`` (the generator is
-reset to the same state before every arm, as :func:`litrepro.rlbp.experiment.run_arms`
-does), the same actor, the same evaluation and the same checks.  **Every arm is our
+world, logged data, evaluation days and random draws as ``max_min`` (every arm takes
+the same named random streams, :mod:`litrepro.rlbp.streams`, as the backups of
+:func:`litrepro.rlbp.experiment.run_arms` do), the same actor, the same evaluation and the same checks.  **Every arm is our
 reconstruction**; none is in the seed file.
 
 Candidate causes and the arms that test them (``ARMS``):
@@ -73,7 +73,7 @@ ARMS: dict[str, tuple[str, dict, str]] = {
     "gamma_0.5": ("gamma 0.5 under the max/min backup", {"gamma": 0.5}, "td"),
 }
 #: ``actual_reward_regression_update`` compares the held-out TD loss with a permuted-reward control's, within a
-#: margin per backup (``experiment.CONTROL_MARGIN``: 0.4 for max_min at gamma 0.9, 0.7 without bootstrapping,
+#: margin per backup (``audit.CONTROL_MARGIN``: 0.4 for max_min at gamma 0.9, 0.7 without bootstrapping,
 #: both set from the clean ratios' spread).  The clean ratio rises as gamma falls (mean 0.21 at 0.9, 0.46 at 0),
 #: so an arm at gamma 0.5 is judged with the no-bootstrap margin; ``tests/test_rlbp_diagnosis.py`` keeps that
 #: margin above its measured clean spread (max + 4 sd), as the backup study's test does for the others.
@@ -292,6 +292,42 @@ def with_targets(world, data: Mapping[str, Any], value: Tensor, cost: Tensor) ->
     return out
 
 
+# --- Checks of the arms that replace the critic's targets --------------------------------------------
+
+#: Figures the audit rebuilds from the critic's training and held-out *targets* (the rest, IPS, truth,
+#: fusion and the actor, it rebuilds from the logged data and the evaluation).
+CRITIC_FIGURES = ("td_loss_before", "td_loss_after", "td_loss_value_before", "td_loss_cpc_before",
+                  "td_loss_value_after", "td_loss_cpc_after", "control_td_loss_after", "control_ratio",
+                  "curves.td_loss_value[0]", "curves.td_loss_cpc[0]")
+
+
+def critic_data_checks(result: Mapping[str, Any], logged_audit: Mapping[str, Any], own_audit: Mapping[str, Any],
+                       critic_report: Mapping[str, Any], critic_data: Mapping[str, Any], cfg) -> dict[str, bool]:
+    """For an arm whose critic regresses other targets than the logged rewards (``truth``, ``monte_carlo``,
+    ``oracle``): the three pipeline checks that rebuild the critic's training from its data, judged against
+    the data the critic was trained on instead of the logged rewards; every other check stays as the
+    pipeline computed it on the logged data.
+
+    ``actual_reward_regression_update``: the critic beat its permuted-*target* control by the ``none``
+    margin, its control being one joint permutation of those targets.  ``stage_draws_replayed``: every
+    stream replayed (the control's permutation applied to the critic's targets).
+    ``reported_figures_match_audit``: the TD-loss figures (:data:`CRITIC_FIGURES`) against the audit on the
+    critic's data, every other figure against the audit on the logged data.
+    """
+    from litrepro.rlbp import audit as rlbp_audit
+
+    refs_logged, refs_own = logged_audit["references"], own_audit["references"]
+    critic_names = [n for n in refs_own if n in CRITIC_FIGURES]
+    other_names = [n for n in refs_logged if n not in CRITIC_FIGURES]
+    figures_ok = (rlbp_audit.figure_gap(result, refs_own, critic_names) <= rlbp_audit.REL_TOL
+                  and rlbp_audit.figure_gap(result, refs_logged, other_names) <= rlbp_audit.REL_TOL
+                  and len(critic_names) == len(CRITIC_FIGURES) and rlbp_audit.curve_lengths_match(result, cfg))
+    return {"actual_reward_regression_update": rlbp_audit.reward_regression_update(
+                critic_report, critic_data["train"], "none"),
+            "stage_draws_replayed": max(own_audit["streams"]["gaps"].values()) < rlbp_audit.EXACT,
+            "reported_figures_match_audit": figures_ok}
+
+
 # --- One seed -------------------------------------------------------------------------------------
 
 def action_shares(evaluation: Mapping[str, Any]) -> list[float]:
@@ -304,36 +340,38 @@ def run_seed(seed: int, *, arms: Sequence[str] | None = None, overrides: Mapping
     """Every arm on one seed: ``{"seed", "alignment", "replay", "arms": {arm: {...figures, checks}}}``.
 
     Mirrors the preamble of :func:`litrepro.rlbp.experiment.run_arms` call for call (world, PID demo,
-    logged data, the data checks, evaluation days, headroom), then resets the generator to the same
-    state before each arm.  ``overrides`` changes the config (tests use tiny ones).
+    logged data, the data checks, evaluation days, headroom); every arm then takes the same named
+    random streams (:mod:`litrepro.rlbp.streams`), as run_arms's backups do, and the pipeline's
+    ``backups_share_draws`` checks it over the arms.  ``overrides`` changes the config (tests use tiny ones).
     """
     from litrepro.guard import OfflineGuard
+    from litrepro.rlbp import audit as rlbp_audit
     from litrepro.rlbp import experiment as ex
     from litrepro.rlbp.config import RLBPConfig
+    from litrepro.rlbp.streams import Streams
     from litrepro.seeding import describe_device, seed_everything
 
     cfg = RLBPConfig(seed=seed, **(overrides or {}))
     arms = list(arms or ARMS)
-    generator = seed_everything(cfg.seed)
+    seed_everything(cfg.seed)
+    generator = Streams(cfg.seed)                      # every stage takes its own named stream, as in run_arms
     device = torch.device("cpu")
-    results = {}
+    results, full = {}, {}
     with OfflineGuard() as guard:
         world = ex.build_world(cfg, generator, device)
         demo = ex.pid_demo(world, generator, actions=(0, 8))
-        derivative_error = ex.derivative_gain_error(demo["logs"][8], cfg.kd, cfg.steps_per_day)
+        derivative_error = rlbp_audit.derivative_gain_error(demo["logs"][8], cfg.kd, cfg.steps_per_day)
         data = ex.collect_logged_data(world, generator)
-        transitions = ex.transitions_report(world, data)
-        auction_error = ex.auction_replay_error(world, data)
+        transitions = rlbp_audit.transitions_report(world, data)
+        auction_error = rlbp_audit.auction_replay_error(world, data)
         days = ex.draw_eval_days(world, generator)
-        days_report = ex.eval_days_report(data, days, [demo["draws"]])
+        days_report = rlbp_audit.eval_days_report(data, days, [demo["draws"]])
         room = ex.headroom(world, days, generator)
-        start = generator.get_state()
-        cf = counterfactuals(world, data, cfg.lambda_cpc)                      # draws nothing from ``generator``
+        cf = counterfactuals(world, data, cfg.lambda_cpc)                      # draws from no stream
         replay = replay_checks(cf, {**data, "target_cpc": world.campaigns.target_cpc}, cfg.lambda_cpc)
         aligned = alignment(cf, torch.stack([log.actions for log in data["logs"]]))
-        for name in arms:
+        for name in arms:                              # common random numbers: each arm takes the same streams
             _, changes, target = ARMS[name]
-            generator.set_state(start)                                          # common random numbers across arms
             arm_cfg = dataclasses.replace(cfg, **changes) if target == "td" else \
                 dataclasses.replace(cfg, critic_backup="none")
             arm = dataclasses.replace(world, cfg=arm_cfg)
@@ -343,8 +381,8 @@ def run_seed(seed: int, *, arms: Sequence[str] | None = None, overrides: Mapping
             actor, actor_report = ex.fit_actor(arm, critic, critic_data, generator)
             fusion = ex.fusion_diagnostics(arm, critic, actor, actor_report, data, generator)
             evaluation = ex.evaluate_policies(arm, actor, data, days, generator)
-            audit = ex.stage_audit(arm, critic, actor, data, critic_report, actor_report, evaluation, days_report, room)
-            shares = action_shares(evaluation)
+            audit = rlbp_audit.stage_audit(arm, critic, actor, data, critic_report, actor_report, evaluation,
+                                           days_report, room)
             result = ex.collect_results(arm, critic_report=critic_report, actor_report=actor_report, data=data,
                                         evaluation=evaluation, fusion=fusion, sweep=[],
                                         derivative_error=derivative_error, guard=guard,
@@ -353,15 +391,24 @@ def run_seed(seed: int, *, arms: Sequence[str] | None = None, overrides: Mapping
                                         transitions=transitions, auction_error=auction_error, audit=audit,
                                         headroom_report=room)
             checks = {**result["checks"], **result["extra_checks"]}
+            if target != "td":                         # the critic-side checks, against the critic's own data
+                own = rlbp_audit.stage_audit(arm, critic, actor, critic_data, critic_report, actor_report, evaluation,
+                                             days_report, room)
+                checks.update(critic_data_checks(result, audit, own, critic_report, critic_data, arm_cfg))
             if name in MARGIN_OF:
-                checks["actual_reward_regression_update"] = ex.reward_regression_update(
+                checks["actual_reward_regression_update"] = rlbp_audit.reward_regression_update(
                     critic_report, data["train"], MARGIN_OF[name])
+            full[name] = result
             results[name] = {"learned_true_value": result["beyond_seed_metrics"]["learned_true_value"],
                              "fixed_gain": room["fixed_gain"], "best_constant": room["best_constant"],
                              "best_constant_action": room["best_constant_action"],
-                             "action_shares": shares, "control_ratio": result["beyond_seed_metrics"]["control_ratio"],
-                             "draws_sha256": critic_report["drawn_sha256"],
-                             "checks": checks}
+                             "action_shares": action_shares(evaluation),
+                             "control_ratio": result["beyond_seed_metrics"]["control_ratio"],
+                             "draws_sha256": critic_report["drawn_sha256"], "checks": checks}
+    if len(full) > 1:                                  # the pipeline's own pairing check, over these arms
+        shared = rlbp_audit.backups_share_draws(full)
+        for r in results.values():
+            r["checks"]["backups_share_draws"] = shared
     return {"seed": seed, "eval_day_hashes": days_report["eval_day_hashes"], "alignment": aligned,
             "replay": replay, "arms": results}
 
@@ -383,7 +430,7 @@ def failed(row: Mapping[str, Any]) -> list[str]:
         bad.append("counterfactual_takes_its_action")
     if rp["alignment_reference_agrees"] is not True:
         bad.append("alignment_reference_agrees")
-    if len({r["draws_sha256"] for r in row["arms"].values()}) > 1:     # the generator was reset before every arm
+    if len({r["draws_sha256"] for r in row["arms"].values()}) > 1:     # every arm took the same critic stream
         bad.append("arms_share_minibatches")
     return bad
 
@@ -652,7 +699,7 @@ def plot(data: Mapping[str, Any]):
 #: This module's functions that compute the numbers (the findings' wording, the table and the figure are not).
 COMPUTING = ("_tile_campaigns", "_tile_draws", "switch_policy", "counterfactuals", "discounted_from", "alignment",
              "alignment_reference", "replay_checks", "regression_targets", "with_targets", "action_shares", "run_seed",
-             "failed", "refuse_failed", "summarise", "_plain_ci", "check_intervals")
+             "failed", "refuse_failed", "summarise", "_plain_ci", "check_intervals", "critic_data_checks")
 
 
 def source_hashes() -> dict[str, str]:
@@ -669,7 +716,7 @@ def source_hashes() -> dict[str, str]:
         out[name] = hashlib.sha256((ROOT / name).read_bytes()).hexdigest()
     this = globals()
     code = "".join(inspect.getsource(this[name]) for name in COMPUTING) + json.dumps(
-        [ARMS, MARGIN_OF, BEST_CONSTANT, REPLAY_TOLERANCE], sort_keys=True)
+        [ARMS, MARGIN_OF, BEST_CONSTANT, REPLAY_TOLERANCE, CRITIC_FIGURES], sort_keys=True)
     out["diagnosis computing functions and constants"] = hashlib.sha256(code.encode()).hexdigest()
     return out
 
