@@ -53,6 +53,9 @@ def test_diagnosis_is_complete_checked_and_recomputes(data):
 def test_arms_share_data_days_and_draws_with_the_backup_study(data):
     """max_min here is the backup study's max_min, and gamma 0 under max/min is its none backup, bit for bit."""
     backups = json.loads(study.BACKUP_STUDY.read_text())
+    stale = sorted(k for k, v in study.source_hashes().items() if backups["provenance"]["source_sha256"].get(k) != v)
+    if stale:                       # tests/test_rlbp_study.py fails on it; compare once both are current
+        pytest.skip(f"backup_study.json is stale for {stale[:3]}: run `make rlbp-study`, then compare")
     assert data["seeds"] == backups["seeds"]
     for row in data["per_seed"]:
         seed = str(row["seed"])
