@@ -106,7 +106,7 @@ def _findings(effects):
 
 
 def test_findings_name_the_cause_the_intervals_support():
-    lines = _findings({"monte_carlo": 0.03, "truth_target": 0.03, "oracle_bootstrap": 0.02})
+    lines = _findings({"monte_carlo": 0.03, "truth_target": 0.03})
     text = "\n".join(lines)
     assert "Supported, and it explains the deficit: bootstrapping" in text
     assert "Ruled out as the cause of the deficit: the per-segment reward" in text
@@ -115,7 +115,7 @@ def test_findings_name_the_cause_the_intervals_support():
 
 
 def test_findings_rule_out_bootstrapping_when_removing_it_leaves_the_deficit():
-    text = "\n".join(_findings({"monte_carlo": -0.013, "oracle_bootstrap": -0.013, "truth_target": 0.03}))
+    text = "\n".join(_findings({"monte_carlo": -0.013, "truth_target": 0.03}))
     assert "Ruled out as the cause of the deficit: bootstrapping" in text
     assert "Supported: the per-segment reward" in text
     text = "\n".join(_findings({"truth_target": -0.013}))

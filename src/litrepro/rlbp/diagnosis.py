@@ -24,10 +24,12 @@ Candidate causes and the arms that test them (``ARMS``):
   headroom, the reward is the cause.
 * *Bootstrapping from the learned critic's next-state values.*  ``monte_carlo``: the
   logged discounted return G_k = sum_{j >= k} gamma^{j-k} r_j (gamma = 0.9, no
-  bootstrap).  ``oracle_bootstrap``: y = r_k + gamma (1 - d) max_a' G*(s_{k+1}, a') for the
-  value head (min for the CPC head), where G*(s', a') is the simulator's discounted
+  bootstrap).  The oracle bootstrap, y = r_k + gamma (1 - d) max_a' G*(s_{k+1}, a') for
+  the value head (min for the CPC head), where G*(s', a') is the simulator's discounted
   return of taking a' from s' to the end of the day (the best *constant* continuation:
-  a lower bound on the optimal value, our choice).  ``sync_1`` and ``sync_100``: the
+  a lower bound on the optimal value, our choice), is built (``regression_targets("oracle")``)
+  but is not an arm of the study: over seeds 42-61 its policy failed
+  ``fusion_changes_preference`` on seed 57, and the study refuses a seed whose checks failed.  ``sync_1`` and ``sync_100``: the
   target network copied every step or every 100 steps instead of 50 (a period of 200
   fails the regression check's margin, which is built to catch a stale target network).
 * *The discount.*  ``gamma_0`` and ``gamma_0.5`` under the seed's max/min backup
@@ -66,7 +68,6 @@ ARMS: dict[str, tuple[str, dict, str]] = {
     "max_min": ("the seed's TD backup, gamma 0.9, target synced every 50 steps", {}, "td"),
     "truth_target": ("critic regressed onto the day-level truth of the logged action", {}, "truth"),
     "monte_carlo": ("Monte-Carlo return at gamma 0.9, no bootstrap", {}, "monte_carlo"),
-    "oracle_bootstrap": ("bootstrap from the simulator's own next-state values", {}, "oracle"),
     "sync_1": ("target network copied every step", {"target_update_every": 1}, "td"),
     "sync_100": ("target network copied every 100 steps", {"target_update_every": 100}, "td"),
     "gamma_0": ("gamma 0 (max/min targets are the rewards: the none backup)", {"gamma": 0.0, "critic_backup": "none"}, "td"),
@@ -80,7 +81,7 @@ ARMS: dict[str, tuple[str, dict, str]] = {
 MARGIN_OF = {"gamma_0.5": "none"}
 #: The candidate causes, each with the arms that remove it (:func:`findings` reads them from here).
 CAUSES = {
-    "bootstrap": ("bootstrapping from the learned critic's next-state values", ("monte_carlo", "oracle_bootstrap")),
+    "bootstrap": ("bootstrapping from the learned critic's next-state values", ("monte_carlo",)),
     "target_network": ("the target network's sync period", ("sync_1", "sync_100")),
     "discount": ("the discount gamma = 0.9", ("gamma_0", "gamma_0.5")),
 }
