@@ -18,7 +18,7 @@ export MPLBACKEND ?= Agg
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: install reproduce test lab explore bench corpus clean effect-study rlbp-study claims
+.PHONY: install reproduce test lab explore bench corpus clean effect-study rlbp-study claims dose-response rlbp-diagnosis
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,14 @@ rlbp-study: install
 	$(BIN)/python studies/rlbp_policy_study.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
+
+# waypoint_opd: the gate's effect at 5 teacher-RL learning rates, 16 seeds, paired CIs (a few minutes on 2 cores)
+dose-response: corpus
+	$(BIN)/python studies/waypoint_dose_response.py --seeds 42-57 --jobs 2
+
+# pinterest_rlbp: arms that isolate the cause of the learned policy's deficit, 20 seeds, paired CIs (about 6 min on 2 cores)
+rlbp-diagnosis: install
+	$(BIN)/python studies/rlbp_diagnosis.py --seeds 42-61 --jobs 2
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

@@ -5,7 +5,9 @@ the pipeline actually calls), runs it end to end on a small configuration, and a
 that the named check turns false or the named metric turns non-zero.  The first test
 runs the same configuration unpatched and asserts the opposite, so a fault test can
 only pass because of its fault.  ``FAULTS`` is grouped by the stage each fault breaks:
-simulator and auctions, transitions, critic, actor and fusion, evaluation.
+simulator and auctions, transitions, critic, actor and fusion, evaluation; then the faults of
+issue 21 by mechanism: effective settings, random streams, standard errors, figures derived at
+collection.  Every fault test carries ``pytest.mark.guards(<check>)`` naming what catches it.
 """
 
 from __future__ import annotations
@@ -496,19 +498,245 @@ AUDIT2_FAULTS = {
 FAULTS.update(AUDIT2_FAULTS)
 
 
-@pytest.mark.parametrize("fault", sorted(FAULTS))
-def test_fault_is_caught(fault, monkeypatch):
-    patches, kind, name = FAULTS[fault]
+# --- Faults of issue 21: effective settings, random streams, standard errors, derived figures -------
+# Each is a bug in a *stage* (what reaches an optimiser or loop, which stream a stage draws from,
+# the divisor of a standard error, a figure derived when the results are collected).
+
+def _keyword(original, **changes):
+    """``original`` called with some keyword arguments replaced (a setting that reaches the wrong place)."""
+    def call(*args, **kwargs):
+        return original(*args, **{**kwargs, **changes})
+    return call
+
+
+def _keyword_from(original, name, value_of):
+    """``original`` with keyword ``name`` replaced by ``value_of(kwargs)``."""
+    def call(*args, **kwargs):
+        return original(*args, **{**kwargs, name: value_of(kwargs)})
+    return call
+
+
+class _AdamWithDecay(torch.optim.Adam):
+    def __init__(self, params, lr=1e-3, **kw):
+        super().__init__(params, lr=lr, **{**kw, "weight_decay": 1e-4})              # fault: weight decay added
+
+
+def _stream_alias(original, alias: dict):
+    """``Streams.generator`` answering some names with another stage's stream."""
+    def generator(self, name):
+        return original(self, alias.get(name, name))
+    return generator
+
+
+def _control_actor_shifted(original):
+    def fit(world, critic, data, generator, lam=None):
+        if lam == 0.0:                                                                    # the value-only control ...
+            from litrepro.rlbp.streams import Streams, as_streams
+            streams = as_streams(generator)
+
+            class Shifted(Streams):                                                       # ... fault: one extra draw first
+                def generator(self, name):
+                    g = streams.generator(name)
+                    if name == "actor_minibatches":
+                        torch.rand(1, generator=g)
+                    return g
+            shifted = Shifted(streams.seed)
+            shifted.derivations = streams.derivations
+            return original(world, critic, data, shifted, lam=lam)
+        return original(world, critic, data, generator, lam=lam)
+    return fit
+
+
+def _one_minibatch_stream(original):
+    """``Streams.generator`` handing out one shared actor-minibatch generator (it runs on across fits)."""
+    cache = {}
+
+    def generator(self, name):
+        if name == "actor_minibatches":
+            key = (id(self), name)
+            if key not in cache:
+                cache[key] = original(self, name)
+            return cache[key]
+        return original(self, name)
+    return generator
+
+
+def _critic_stream_shifted(original):
+    def train(critic, train, heldout, *, generator, **kw):
+        torch.rand(1, generator=generator)                                               # fault: one draw before training
+        return original(critic, train, heldout, generator=generator, **kw)
+    return train
+
+
+class _ReinitialisedCritic(critic_mod.TwoHeadCritic):
+    def __init__(self, *args):
+        super().__init__(*args)
+        g = torch.Generator().manual_seed(0)                                             # fault: weights not from the stream
+        with torch.no_grad():
+            for p in self.parameters():
+                p.uniform_(-0.1, 0.1, generator=g)
+
+
+def _se_with_n(values):
+    import math as _math
+    xs = [float(x) for x in values]
+    if len(xs) < 2:
+        return 0.0
+    m = sum(xs) / len(xs)
+    return _math.sqrt(sum((x - m) ** 2 for x in xs) / len(xs)) / _math.sqrt(len(xs))     # fault: divisor n, not n - 1
+
+
+def _true_se_over_campaigns(original):
+    def truth(world, days, policy, generator, lam):
+        from litrepro.stats import standard_error
+        out = original(world, days, policy, generator, lam)
+        out["true_se"] = standard_error(out["raw"]["total_per_campaign"].tolist())        # fault: spread over campaigns
+        return out
+    return truth
+
+
+def _control_ratio_from_before(report):
+    after, control = report["heldout_after"], report["control_heldout_before"]
+    out = _TD_FIGURES(report)
+    return {**out, "control_ratio": (after[0] + after[1]) / (control[0] + control[1])}   # fault: control before training
+
+
+_TD_FIGURES = ex.td_figures
+
+
+def _td_after_value_head_only(report):
+    out = _TD_FIGURES(report)
+    return {**out, "td_loss_after": report["heldout_after"][0]}                          # fault: the CPC head dropped
+
+
+def _mean_probs_on_train(original):
+    def fit(world, critic, data, generator, lam=None):
+        actor, report = original(world, critic, data, generator, lam=lam)
+        with torch.no_grad():
+            probs = ex.top_k_policy(actor(data["train"].state), world.cfg.top_k)          # fault: training states
+        report["mean_action_probs"] = probs.mean(0).tolist()
+        return actor, report
+    return fit
+
+
+def _gradient_norm_after_step(original):
+    def train(actor, critic, batch, **kw):
+        out = original(actor, critic, batch, **kw)
+        out["gradient_norms"] = out["gradient_norms"][1:] + out["gradient_norms"][-1:]     # fault: norms one step late
+        return out
+    return train
+
+
+def _agreement_with_value_argmax(original):
+    def fusion(world, critic, actor, actor_report, data, generator):
+        out = original(world, critic, actor, actor_report, data, generator)
+        with torch.no_grad():
+            q_value, _ = critic(data["heldout"].state)
+            out["actor_fused_argmax_agreement"] = float(                                 # fault: against Q^v's argmax
+                (actor(data["heldout"].state).argmax(-1) == q_value.argmax(-1)).double().mean())
+        return out
+    return fusion
+
+
+def _sweep_rows_shifted(original):
+    def sweep(world, critic, data, days, generator, lambdas=ex.LAMBDAS):
+        rows = original(world, critic, data, days, generator, lambdas)
+        values = [r["value"] for r in rows]
+        return [{**r, "value": v} for r, v in zip(rows, values[1:] + values[:1])]        # fault: rows misaligned
+    return sweep
+
+
+from litrepro import stats as stats_mod  # noqa: E402
+from litrepro.rlbp.streams import Streams  # noqa: E402
+
+ISSUE21_FAULTS = {
+    # effective settings
+    "critic optimiser gets the actor's learning rate": ([(ex, "train_critic", _keyword(ex.train_critic, lr=SMALL.actor_lr))],
+                                                       "extra", "effective_settings_match_config"),
+    "actor optimiser gets the critic's learning rate": ([(ex, "train_actor", _keyword(ex.train_actor, lr=SMALL.critic_lr))],
+                                                       "extra", "effective_settings_match_config"),
+    "Adam with weight decay": ([(torch.optim, "Adam", _AdamWithDecay)], "extra", "effective_settings_match_config"),
+    "actor trains one step short": ([(ex, "train_actor", _keyword_from(ex.train_actor, "steps", lambda k: k["steps"] - 1))],
+                                    "extra", "effective_settings_match_config"),
+    "target synced on another period": ([(ex, "train_critic", _keyword_from(
+        ex.train_critic, "target_update_every", lambda k: 2 * k["target_update_every"]))], "extra",
+        "effective_settings_match_config"),
+    "critic discounts with another gamma": ([(ex, "train_critic", _keyword(ex.train_critic, gamma=0.5))], "extra",
+                                            "effective_settings_match_config"),
+    "actor temperature from another setting": ([(ex, "train_actor", _keyword(ex.train_actor, temperature=1.0))], "extra",
+                                               "effective_settings_match_config"),
+    "critic minibatches of half the size": ([(ex, "train_critic", _keyword_from(
+        ex.train_critic, "batch_size", lambda k: k["batch_size"] // 2))], "extra", "effective_settings_match_config"),
+    # random streams
+    "behaviour actions drawn from the logged days' stream": ([(Streams, "generator", _stream_alias(
+        Streams.generator, {"behaviour": "logged_days"}))], "extra", "random_streams_rederived"),
+    "behaviour actions drawn from the logged days' stream (replay)": ([(Streams, "generator", _stream_alias(
+        Streams.generator, {"behaviour": "logged_days"}))], "extra", "stage_draws_replayed"),
+    "actor initialised from the critic's stream": ([(Streams, "generator", _stream_alias(
+        Streams.generator, {"actor_init": "critic_init"}))], "extra", "stage_draws_replayed"),
+    "learned truth drawn from the behaviour truth's stream": ([(Streams, "generator", _stream_alias(
+        Streams.generator, {"truth/learned": "truth/behaviour"}))], "extra", "stage_draws_replayed"),
+    "evaluation days from the logged days' stream": ([(Streams, "generator", _stream_alias(
+        Streams.generator, {"eval_days": "logged_days"}))], "extra", "random_streams_rederived"),
+    "critic minibatch stream shifted by one draw": ([(ex, "train_critic", _critic_stream_shifted(ex.train_critic))],
+                                                   "extra", "stage_draws_replayed"),
+    "critic weights not from their stream": ([(ex, "TwoHeadCritic", _ReinitialisedCritic)], "extra",
+                                             "stage_draws_replayed"),
+    "value-only control actor one draw behind": ([(ex, "fit_actor", _control_actor_shifted(ex.fit_actor))], "extra",
+                                                 "paired_arms_share_draws"),
+    "actor minibatch stream runs on across fits": ([(Streams, "generator", _one_minibatch_stream(Streams.generator))],
+                                                   "extra", "paired_arms_share_draws"),
+    # standard errors
+    "standard error with divisor n": ([(ex, "standard_error", _se_with_n), (stats_mod, "standard_error", _se_with_n)],
+                                      "extra", "standard_errors_match_reference"),
+    "truth standard error over campaigns, not days": ([(ex, "simulate_truth", _true_se_over_campaigns(ex.simulate_truth))],
+                                                      "extra", "standard_errors_match_reference"),
+    # figures derived when the results are collected
+    "control ratio against the untrained control": ([(ex, "td_figures", _control_ratio_from_before)], "extra",
+                                                    "reported_figures_match_audit"),
+    "td_loss_after without the CPC head": ([(ex, "td_figures", _td_after_value_head_only)], "extra",
+                                           "reported_figures_match_audit"),
+    "mean action probabilities on the training states": ([(ex, "fit_actor", _mean_probs_on_train(ex.fit_actor))], "extra",
+                                                         "reported_figures_match_audit"),
+    "actor gradient norm one step late": ([(ex, "train_actor", _gradient_norm_after_step(ex.train_actor))], "extra",
+                                          "reported_figures_match_audit"),
+    "argmax agreement against the value head": ([(ex, "fusion_diagnostics", _agreement_with_value_argmax(
+        ex.fusion_diagnostics))], "extra", "reported_figures_match_audit"),
+}
+FAULTS.update(ISSUE21_FAULTS)
+#: Faults that need the lambda sweep to show (the sweep's rows are checked against the served truth).
+SWEEP_FAULTS = {
+    "lambda sweep rows misaligned": ([(ex, "lambda_sweep", _sweep_rows_shifted(ex.lambda_sweep))], "extra",
+                                     "paired_arms_share_draws"),
+}
+
+
+def _fault_params(faults):
+    return [pytest.param(name, marks=pytest.mark.guards(faults[name][2])) for name in sorted(faults)]
+
+
+def _run_fault(faults, fault, monkeypatch, sweep=False):
+    patches, kind, name = faults[fault]
     for module, attribute, replacement in patches:
-        assert hasattr(module, attribute), f"{module.__name__}.{attribute} is gone: the fault no longer applies"
+        assert hasattr(module, attribute), f"{getattr(module, '__name__', module)}.{attribute} is gone: the fault no longer applies"
         monkeypatch.setattr(module, attribute, replacement)
-    results = ex.run(SMALL, sweep=False)
+    results = ex.run(SMALL, sweep=sweep)
     if kind == "check":
         assert results["checks"][name] is False, f"{fault}: {name} stayed true"
     elif kind == "extra":
         assert results["extra_checks"][name] is False, f"{fault}: {name} stayed true"
     else:
         assert results["metrics"][name] > 1e-9, f"{fault}: {name} stayed {results['metrics'][name]}"
+
+
+@pytest.mark.parametrize("fault", _fault_params(SWEEP_FAULTS))
+def test_sweep_fault_is_caught(fault, monkeypatch):
+    _run_fault(SWEEP_FAULTS, fault, monkeypatch, sweep=True)
+
+
+@pytest.mark.parametrize("fault", _fault_params(FAULTS))
+def test_fault_is_caught(fault, monkeypatch):
+    _run_fault(FAULTS, fault, monkeypatch)
 
 
 def _served_full_softmax(original):
@@ -531,11 +759,13 @@ def _propensity_one(original):
     return make
 
 
+@pytest.mark.guards("exact_top_k_support")
 def test_served_policy_without_top_k_is_caught(monkeypatch):
     monkeypatch.setattr(ex, "_target_probs", _served_full_softmax(ex._target_probs))
     assert ex.run(SMALL, sweep=False)["checks"]["exact_top_k_support"] is False
 
 
+@pytest.mark.guards("ordinary_IPS_not_self_normalized")
 def test_wrong_logged_propensities_are_caught(monkeypatch):
     monkeypatch.setattr(ex, "behaviour_policy", _propensity_one(ex.behaviour_policy))
     results = ex.run(SMALL, sweep=False)
@@ -555,6 +785,7 @@ def test_controller_replay_is_exact_on_the_real_simulator(logged):
     assert ex.controller_replay_error(world, logs) < 1e-9 and ex.bounded_actions_applied(world, logs)
 
 
+@pytest.mark.guards("nine_bounded_PID_actions")
 @pytest.mark.parametrize("fault", ["action ignored (fixed gains)", "Ki read from the Kp grid", "D term not added",
                                    "phi not clipped"])
 def test_a_simulator_that_misapplies_the_action_is_caught(logged, fault):
@@ -578,6 +809,7 @@ def test_a_simulator_that_misapplies_the_action_is_caught(logged, fault):
     assert not ex.bounded_actions_applied(world, [bad, *[x for x in logs if x is not log]])
 
 
+@pytest.mark.guards("fusion_changes_preference")
 def test_served_actor_trained_without_fusion_is_caught(monkeypatch):
     """The fused check compares with a value-only control from the same generator state, so an actor
     served with lambda = 0 is that control exactly: its fused-score gain is 0, not > 0."""
@@ -589,3 +821,40 @@ def test_served_actor_trained_without_fusion_is_caught(monkeypatch):
     results = ex.run(SMALL, sweep=False)
     assert results["beyond_seed_metrics"]["fused_score_gain"] == 0.0
     assert results["checks"]["fusion_changes_preference"] is False
+
+
+@pytest.mark.guards("backups_share_draws")
+def test_a_backup_drawing_other_minibatches_is_caught(monkeypatch):
+    """Two backups of one run must draw the same critic rows; one whose stream is shifted breaks the pairing."""
+    original = ex.fit_critic_and_actor
+
+    def fit(world, data, generator):
+        if world.cfg.critic_backup == "none":
+            monkeypatch.setattr(ex, "train_critic", _critic_stream_shifted(critic_mod.train_critic))  # fault: this arm only
+        try:
+            return original(world, data, generator)
+        finally:
+            monkeypatch.setattr(ex, "train_critic", critic_mod.train_critic)
+    clean_arms = ex.run_arms(SMALL, backups=("max_min", "none"), sweep=False, with_headroom=False)
+    assert all(r["extra_checks"]["backups_share_draws"] for r in clean_arms.values())
+    monkeypatch.setattr(ex, "fit_critic_and_actor", fit)
+    arms = ex.run_arms(SMALL, backups=("max_min", "none"), sweep=False, with_headroom=False)
+    assert arms["none"]["extra_checks"]["backups_share_draws"] is False
+
+
+def test_guards_name_every_check_of_the_results(clean):
+    """``audit.GUARDS`` names exactly the checks a run reports (plus those of multi-backup runs)."""
+    from litrepro.rlbp.audit import GUARDS
+
+    reported = set(clean["checks"]) | set(clean["extra_checks"])
+    assert reported <= set(GUARDS), sorted(reported - set(GUARDS))
+    assert set(GUARDS) - reported == {"backups_share_draws"}
+    assert all(len(v) == 2 and all(isinstance(x, str) and x for x in v) for v in GUARDS.values())
+
+
+def test_every_issue_21_check_has_a_fault_test():
+    """Each new check (streams, settings, standard errors, reported figures) is turned false by some fault here."""
+    caught = {v[2] for v in {**FAULTS, **SWEEP_FAULTS}.values()} | {"backups_share_draws"}
+    new = {"random_streams_rederived", "stage_draws_replayed", "paired_arms_share_draws", "backups_share_draws",
+           "effective_settings_match_config", "standard_errors_match_reference", "reported_figures_match_audit"}
+    assert new <= caught, sorted(new - caught)

@@ -126,3 +126,83 @@ def test_headroom_share_interval_contains_the_share():
     out = study.headroom_share(gain, head)
     assert out["ci95_low"] < out["share"] < out["ci95_high"]
     assert out["share"] == pytest.approx(gain.mean() / head.mean())
+
+
+# --- The study refuses rows that its plain-loop recomputation does not reproduce -------------------
+
+def _fake_results(n=8, offset=0.0, seed0=100):
+    rng = np.random.default_rng(seed0)
+    out = []
+    for s in range(seed0, seed0 + n):
+        beyond = {f"{p}_{k}": float(rng.normal(1.0, 0.1)) for p in ("learned", "behaviour", "fixed_gain")
+                  for k in ("true_value", "value", "cpc_overshoot", "ips", "true_value_heldout")}
+        beyond["learned_true_value"] += offset
+        fixed = beyond["fixed_gain_true_value"]
+        head = {"fixed_gain": fixed, "best_constant": fixed + 0.02 + float(rng.normal(0, 0.005)),
+                "best_per_kind": fixed + 0.05 + float(rng.normal(0, 0.01)),
+                "best_per_campaign": fixed + 0.09 + float(rng.normal(0, 0.01)), "constant": [fixed] * 9,
+                "best_constant_action": 4}
+        sweep = [{"lambda": lam, "value": float(rng.normal(1.5, 0.05)), "cpc_overshoot": float(rng.normal(0.06, 0.01))}
+                 for lam in ex.LAMBDAS]
+        out.append({"seed": s, "beyond_seed_metrics": beyond, "headroom": head, "lambda_sweep": sweep})
+    return out
+
+
+def _all_rows(arms):
+    results = arms["max_min"]
+    rows = study.backup_rows(arms)
+    by_days = {4: {"max_min": results, "none": arms["none"]}}
+    return (study.check_comparisons(results, study.comparisons(results))
+            + study.check_frontier(results, study.frontier(results))
+            + study.check_backups(arms, rows, study.headroom_summary(results), study.scaling_rows(by_days), by_days))
+
+
+@pytest.fixture()
+def arms():
+    return {"max_min": _fake_results(), "fused_greedy": _fake_results(offset=0.01), "policy": _fake_results(offset=-0.01),
+            "none": _fake_results(offset=0.02)}
+
+
+def test_clean_study_rows_recompute(arms):
+    assert _all_rows(arms) == []
+    study.refuse_mismatches([])
+
+
+def test_study_refuses_intervals_with_a_normal_quantile(arms, monkeypatch):
+    from scipy import stats as scipy_stats
+
+    def narrow(a, b, **_):
+        d = np.subtract(a, b)
+        half = scipy_stats.norm.ppf(0.975) * scipy_stats.sem(d)                 # the fault: z, not t with n - 1 df
+        return {"n": len(d), "mean_difference": float(d.mean()), "ci95_low": float(d.mean() - half),
+                "ci95_high": float(d.mean() + half)}
+    monkeypatch.setattr(study, "paired_ci", narrow)
+    bad = _all_rows(arms)
+    assert any(b.startswith("policy_comparison") for b in bad) and any(b.startswith("backup_study") for b in bad)
+    with pytest.raises(study.StudyRefused, match="plain-loop"):
+        study.refuse_mismatches(bad)
+
+
+def test_study_refuses_error_bars_with_divisor_n(arms, monkeypatch):
+    monkeypatch.setattr(study, "standard_error", lambda v: float(np.std(v) / np.sqrt(len(v))))   # the fault: ddof 0
+    assert [b for b in _all_rows(arms) if b.startswith("lambda_frontier")]
+
+
+def test_study_refuses_rows_paired_across_seeds(arms, monkeypatch):
+    original = study.backup_rows
+
+    def misaligned(arms_):
+        rows = original(arms_)
+        for row, (backup, results) in zip(rows, arms_.items()):
+            learned = [r["beyond_seed_metrics"]["learned_true_value"] for r in sorted(results, key=lambda r: r["seed"])]
+            fixed = [r["headroom"]["fixed_gain"] for r in reversed(results)]        # the fault: paired by position
+            row["learned_minus_fixed"] = study._ci_row("learned - fixed_gain", "true_value", learned, fixed)
+        return rows
+    monkeypatch.setattr(study, "backup_rows", misaligned)
+    assert [b for b in _all_rows(arms) if "learned_minus_fixed" in b]
+
+
+def test_study_refuses_a_seed_twice(arms):
+    twice = arms["max_min"] + arms["max_min"][:1]
+    with pytest.raises(study.StudyRefused, match="appears twice"):
+        study.check_comparisons(twice, study.comparisons(twice))

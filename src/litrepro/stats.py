@@ -7,6 +7,14 @@ Student-t interval of the mean of d over the n seeds,
     mean(d) ± t_{0.975, n-1} * std(d, ddof=1) / sqrt(n).
 
 A difference whose interval excludes 0 is what the text may call an effect.
+
+Every standard error and interval of the project goes through :func:`standard_error`
+and :func:`mean_interval` (``paired_ci`` is ``mean_interval`` of the differences):
+
+    se = s / sqrt(n),   s^2 = sum (x - mean)^2 / (n - 1)        (scipy.stats.sem)
+    interval = mean -+ t_{(1 + confidence) / 2, n - 1} se     (scipy.stats.t.ppf)
+
+``tests/test_stats.py`` checks both against scipy.stats.
 """
 
 from __future__ import annotations
@@ -16,6 +24,34 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 from scipy import stats
+
+
+def standard_error(values: Sequence[float]) -> float:
+    """Standard error of the mean, s / sqrt(n) with the n - 1 divisor (``scipy.stats.sem``); 0.0 for n < 2."""
+    x = np.asarray(values, dtype=float)                   # (n,)
+    if x.ndim != 1:
+        raise ValueError(f"standard_error needs a 1-D sequence, got shape {x.shape}")
+    if x.size < 2:
+        return 0.0
+    return float(stats.sem(x))
+
+
+def mean_interval(values: Sequence[float], *, confidence: float = 0.95) -> dict[str, Any]:
+    """``{n, mean, se, ci95_low, ci95_high}``: the Student-t interval of the mean, t with n - 1 df.
+
+    With n < 2 or no spread the interval collapses to the mean (scipy returns NaN for a
+    zero standard error; a NaN never reaches JSON).
+    """
+    x = np.asarray(values, dtype=float)                   # (n,)
+    if x.ndim != 1 or x.size == 0:
+        raise ValueError(f"mean_interval needs a non-empty 1-D sequence, got shape {x.shape}")
+    mean, n, se = float(x.mean()), int(x.size), standard_error(x)
+    if n < 2 or float(x.std(ddof=1)) == 0.0:
+        low = high = mean
+    else:
+        half = float(stats.t.ppf((1.0 + confidence) / 2.0, n - 1)) * se
+        low, high = mean - half, mean + half
+    return {"n": n, "mean": mean, "se": se, "ci95_low": float(low), "ci95_high": float(high)}
 
 
 def paired_ci(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95) -> dict[str, Any]:
@@ -29,14 +65,8 @@ def paired_ci(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.9
         raise ValueError(f"paired_ci needs two equal-length 1-D sequences, got {a_arr.shape} and {b_arr.shape}")
     if a_arr.size == 0:
         raise ValueError("paired_ci of no pairs")
-    d = a_arr - b_arr                                     # (n,) per-seed differences
-    mean = float(d.mean())
-    n = int(d.size)
-    if n < 2 or float(d.std(ddof=1)) == 0.0:
-        low = high = mean
-    else:
-        low, high = stats.t.interval(confidence, df=n - 1, loc=mean, scale=stats.sem(d))
-    return {"n": n, "mean_difference": mean, "ci95_low": float(low), "ci95_high": float(high)}
+    d = mean_interval(a_arr - b_arr, confidence=confidence)   # per-seed differences
+    return {"n": d["n"], "mean_difference": d["mean"], "ci95_low": d["ci95_low"], "ci95_high": d["ci95_high"]}
 
 
 def verdict(row: Mapping[str, float]) -> str:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from litrepro.rlbp.critic import Transitions, TwoHeadCritic
+from litrepro.rlbp.critic import Transitions, TwoHeadCritic, optimiser_settings
 from litrepro.rlbp.pid import N_ACTIONS
 
 F64 = torch.float64
@@ -114,4 +114,8 @@ def train_actor(actor: Actor, critic: TwoHeadCritic, batch: Transitions, *, step
     rows = torch.cat(drawn) if drawn else torch.zeros(0, dtype=torch.long)
     used = torch.unique(batch.campaign[rows]).tolist() if drawn else []
     return {"loss": losses, "gradient_norms": norms, "trained_campaigns": used, "first_step": first,
-            "drawn_rows": int(torch.unique(rows).numel()), "draws": int(rows.numel())}
+            "drawn_rows": int(torch.unique(rows).numel()), "draws": int(rows.numel()), "rows": rows.cpu(),
+            "settings": optimiser_settings(opt, actor) | {
+                "steps": len(losses), "batch_sizes": sorted({int(i.numel()) for i in drawn}),
+                "temperature": temperature, "lam": lam}}
+

@@ -213,6 +213,21 @@ def sync_target(target: nn.Module, critic: nn.Module) -> None:
     target.load_state_dict(critic.state_dict())
 
 
+def optimiser_settings(opt: torch.optim.Optimizer, module: nn.Module) -> dict:
+    """What an optimiser actually used, read back from it after training: its (single) parameter
+    group's lr, betas, weight decay, eps and amsgrad; whether it held exactly ``module``'s parameters;
+    and Adam's own step counters (min and max over the parameters)."""
+    groups = opt.param_groups
+    held = [p for g in groups for p in g["params"]]
+    steps = [float(opt.state[p]["step"]) for p in held if "step" in opt.state[p]]
+    g = groups[0]
+    return {"optimiser": type(opt).__name__, "param_groups": len(groups), "lr": g["lr"], "betas": list(g["betas"]),
+            "weight_decay": g["weight_decay"], "eps": g["eps"], "amsgrad": g["amsgrad"],
+            "holds_all_parameters": len(held) == len(list(module.parameters()))
+            and {id(p) for p in held} == {id(p) for p in module.parameters()},
+            "adam_steps_min": min(steps) if steps else 0.0, "adam_steps_max": max(steps) if steps else 0.0}
+
+
 def train_critic(critic: TwoHeadCritic, train: Transitions, heldout: Transitions, *, steps: int, lr: float,
                  batch_size: int, gamma: float, target_update_every: int, generator: torch.Generator,
                  kind: str = "max_min", lam: float = 0.0, policy: NextPolicy | None = None,
@@ -239,13 +254,14 @@ def train_critic(critic: TwoHeadCritic, train: Transitions, heldout: Transitions
     before = heldout_td_loss(critic, heldout, gamma, **backup)
     target = copy.deepcopy(critic).requires_grad_(False)
     opt = torch.optim.Adam(critic.parameters(), lr=lr)
-    curve_v, curve_c, drawn = [], [], []
+    curve_v, curve_c, drawn, syncs = [], [], [], []
     scheduled, lag = None, 0.0
     for step in range(first_step, first_step + steps):
         if step % target_update_every == 0 or scheduled is None:   # the audit's own copy, by the schedule,
             scheduled = _flat(critic)                              # taken before the copy is made
         if step % target_update_every == 0:
             sync_target(target, critic)
+            syncs.append(step)
         lag = max(lag, float((_flat(target) - scheduled).abs().max()))
         idx = torch.randint(len(train), (batch_size,), generator=generator).to(train.action.device)
         drawn.append(idx)
@@ -266,4 +282,8 @@ def train_critic(critic: TwoHeadCritic, train: Transitions, heldout: Transitions
             "drawn_rows": int(torch.unique(rows).numel()), "draws": int(rows.numel()),
             "drawn_sha256": hashlib.sha256(rows.cpu().numpy().tobytes()).hexdigest(),
             "heldout_evaluated_campaigns": torch.unique(heldout.campaign).tolist(),
-            "trained_campaigns": torch.unique(train.campaign[torch.cat(drawn)]).tolist() if drawn else []}
+            "trained_campaigns": torch.unique(train.campaign[torch.cat(drawn)]).tolist() if drawn else [],
+            "rows": rows.cpu(),
+            "settings": optimiser_settings(opt, critic) | {
+                "steps": len(curve_v), "first_step": first_step, "batch_sizes": sorted({int(i.numel()) for i in drawn}),
+                "gamma": gamma, "target_syncs": syncs, "kind": kind, "lam": lam}}

@@ -10,7 +10,6 @@ for the former.
 
 from __future__ import annotations
 
-import math
 
 import torch
 from torch import Tensor
@@ -51,10 +50,12 @@ def snips(reward: Tensor, target_prob: Tensor, logging_prob: Tensor) -> Tensor:
 
 
 def ips_standard_error(reward: Tensor, target_prob: Tensor, logging_prob: Tensor) -> float:
-    """Standard error of the IPS mean: std(w r) / sqrt(n)."""
+    """Standard error of the IPS mean: sd(w r, n - 1) / sqrt(n) (:func:`litrepro.stats.standard_error`)."""
+    from litrepro.stats import standard_error
+
     reward, target_prob, logging_prob = _validated(reward, target_prob, logging_prob)
-    terms = target_prob / logging_prob * reward
-    return float(terms.std() / math.sqrt(terms.numel())) if terms.numel() > 1 else 0.0
+    terms = target_prob / logging_prob * reward                                     # (n,)
+    return standard_error(terms.tolist())
 
 
 def ips_reference(reward, target_prob, logging_prob) -> float:

@@ -16,9 +16,13 @@ A second pass repeats ``max_min`` and the best other backup with more logged day
 
 Every interval is a paired per-seed difference with a 95% Student-t interval
 (:func:`litrepro.stats.paired_ci`), except the headroom share, a ratio of paired means
-with a 95% paired bootstrap interval (scipy.stats.bootstrap).  A study refuses to
-summarise a seed on which any check or extra check failed, or two seeds that share
-evaluation days (:func:`verify`).
+with a 95% paired bootstrap interval (scipy.stats.bootstrap); error bars are standard
+errors (:func:`litrepro.stats.standard_error`).  A study refuses to summarise a seed on
+which any check or extra check failed, or two seeds that share evaluation days
+(:func:`verify`); and it writes nothing when any row differs from its recomputation by a
+plain loop over the per-seed values, paired by seed (:func:`check_comparisons`,
+:func:`check_frontier`, :func:`check_backups`, :func:`refuse_mismatches`; the headroom
+share is recomputed as a ratio of paired means, its bootstrap interval is not).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from litrepro.paths import RENDERED
-from litrepro.stats import paired_ci, verdict
+from litrepro.stats import paired_ci, standard_error, verdict
 
 FOLDER = RENDERED / "pinterest_rlbp"
 COMPARISON = FOLDER / "policy_comparison.json"
@@ -47,7 +51,7 @@ ORACLES = ("best_constant", "best_per_kind", "best_per_campaign")
 #: Method sources that cannot change the study's numbers: the study calls the package directly, so the
 #: notebook, the figures and printing, and the plumbing (file writing, parameter validation, paths, the
 #: offline guard, error types) can change without making it stale.  What remains: ``rlbp/`` (less its
-#: plots), ``seeding.py`` and the parameter file.
+#: plots), ``seeding.py``, ``stats.py`` (every interval and error bar) and the parameter file.
 DISPLAY_ONLY = (".ipynb", "rlbp/plots.py", "litrepro/plotting.py", "litrepro/report.py", "litrepro/recorded.py",
                 "recorded_figures/pinterest_rlbp.json", "litrepro/atomic.py", "litrepro/errors.py",
                 "litrepro/params.py", "litrepro/paths.py", "litrepro/guard.py", "litrepro/__init__.py")
@@ -55,9 +59,14 @@ DISPLAY_ONLY = (".ipynb", "rlbp/plots.py", "litrepro/plotting.py", "litrepro/rep
 
 def source_hashes() -> dict[str, str]:
     """sha256 of the files that determine the study's numbers: the method's sources less :data:`DISPLAY_ONLY`."""
+    import hashlib
+
+    from litrepro.paths import ROOT
     from litrepro.provenance import source_hashes as method_hashes
 
-    return {k: v for k, v in method_hashes("pinterest_rlbp").items() if not k.endswith(DISPLAY_ONLY)}
+    out = {k: v for k, v in method_hashes("pinterest_rlbp").items() if not k.endswith(DISPLAY_ONLY)}
+    out["src/litrepro/stats.py"] = hashlib.sha256((ROOT / "src/litrepro/stats.py").read_bytes()).hexdigest()  # intervals
+    return out
 
 
 class StudyRefused(ValueError):
@@ -131,9 +140,9 @@ def frontier(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     for lam in lambdas:
         value = np.array([x["value"] for x in table[lam]])
         over = np.array([x["cpc_overshoot"] for x in table[lam]])
-        se = (lambda v: float(v.std(ddof=1) / math.sqrt(v.size)) if v.size > 1 else 0.0)
         points.append({"lambda": lam, "value": float(value.mean()), "cpc_overshoot": float(over.mean()),
-                       "value_err": se(value), "cpc_overshoot_err": se(over), "seeds": [r["seed"] for r in rows]})
+                       "value_err": standard_error(value), "cpc_overshoot_err": standard_error(over),
+                       "seeds": [r["seed"] for r in rows]})
     steps = [_ci_row(f"lambda {hi:g} - lambda {lo:g}", metric, [x[metric] for x in table[hi]],
                      [x[metric] for x in table[lo]])
              for lo, hi in zip(lambdas, lambdas[1:]) for metric in ("cpc_overshoot", "value")]
@@ -267,3 +276,138 @@ def backup_plot(data: Mapping[str, Any]):
            title="pinterest_rlbp: which critic backup lets the learned policy win")
     fig.tight_layout()
     return fig
+
+
+# --- Every row recomputed by a plain loop over the per-seed values (refuse on a mismatch) ------
+
+#: Largest relative gap between a row and its plain-loop recomputation.
+REL_TOL = 1e-9
+
+
+def _by_seed(results: Sequence[Mapping[str, Any]], value) -> dict[int, float]:
+    """{seed: value(result)}; a seed that appears twice is refused (the pairing would be ambiguous)."""
+    out: dict[int, float] = {}
+    for r in results:
+        if r["seed"] in out:
+            raise StudyRefused(f"seed {r['seed']} appears twice; rows cannot be paired by seed")
+        out[r["seed"]] = value(r)
+    return out
+
+
+def _plain_row(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[int, float, float, float]:
+    """(n, mean, low, high) of a - b paired by seed, by a plain loop: mean = sum d / n,
+    s^2 = sum (d - mean)^2 / (n - 1), half-width t_{0.975, n-1} s / sqrt(n) (0 when s = 0)."""
+    from scipy import stats as scipy_stats
+
+    if set(a) != set(b):
+        raise StudyRefused(f"arms cover different seeds: {sorted(set(a) ^ set(b))}")
+    d = [a[s] - b[s] for s in sorted(a)]
+    n = len(d)
+    mean = sum(d) / n
+    var = sum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 0.0
+    half = float(scipy_stats.t.ppf(0.975, n - 1)) * math.sqrt(var / n) if var > 0 else 0.0
+    return n, mean, mean - half, mean + half
+
+
+def _plain_mean_se(values: Mapping[int, float]) -> tuple[float, float]:
+    xs = [values[s] for s in sorted(values)]
+    n = len(xs)
+    mean = sum(xs) / n
+    se = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) / math.sqrt(n) if n > 1 else 0.0
+    return mean, se
+
+
+def _close(got: Sequence[float], want: Sequence[float]) -> bool:
+    scale = max([abs(x) for x in want] + [1e-12])
+    return all(abs(g - w) <= REL_TOL * scale for g, w in zip(got, want))
+
+
+def _row_ok(row: Mapping[str, Any], a: Mapping[int, float], b: Mapping[int, float]) -> bool:
+    n, mean, low, high = _plain_row(a, b)
+    return row["n"] == n and _close((row["mean_difference"], row["ci95_low"], row["ci95_high"]), (mean, low, high))
+
+
+def _beyond(key: str):
+    return lambda r: r["beyond_seed_metrics"][key]
+
+
+def check_comparisons(results: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The rows of :func:`comparisons` that differ from a plain-loop recomputation (labels parsed afresh)."""
+    bad = []
+    for row in rows:
+        label = row["comparison"]
+        if label.startswith("IPS - truth ("):
+            policy = label[len("IPS - truth ("):-1]
+            keys = (f"{policy}_ips", f"{policy}_true_value_heldout")
+        else:
+            arm_a, arm_b = label.split(" - ")
+            keys = (f"{arm_a}_{row['metric']}", f"{arm_b}_{row['metric']}")
+        if not _row_ok(row, _by_seed(results, _beyond(keys[0])), _by_seed(results, _beyond(keys[1]))):
+            bad.append(f"policy_comparison: {label} ({row['metric']})")
+    expected = len(POLICY_PAIRS) * len(TRUTH_METRICS) + 3
+    if len(rows) != expected:
+        bad.append(f"policy_comparison: {len(rows)} rows, expected {expected}")
+    return bad
+
+
+def check_frontier(results: Sequence[Mapping[str, Any]], front: Mapping[str, Any]) -> list[str]:
+    """Each lambda's mean and standard error, and each neighbour difference, recomputed by plain loops."""
+    bad = []
+
+    def at(lam, metric):
+        return _by_seed(results, lambda r: next(x[metric] for x in r["lambda_sweep"] if x["lambda"] == lam))
+    for p in front["points"]:
+        for metric in ("value", "cpc_overshoot"):
+            mean, se = _plain_mean_se(at(p["lambda"], metric))
+            if not _close((p[metric], p[f"{metric}_err"]), (mean, se)):
+                bad.append(f"lambda_frontier: lambda {p['lambda']:g} {metric}")
+        if p["seeds"] != sorted(r["seed"] for r in results):
+            bad.append(f"lambda_frontier: lambda {p['lambda']:g} seeds")
+    for row in front["neighbour_differences"]:
+        hi, lo = (float(x.split()[1]) for x in row["comparison"].split(" - "))
+        if not _row_ok(row, at(hi, row["metric"]), at(lo, row["metric"])):
+            bad.append(f"lambda_frontier: {row['comparison']} ({row['metric']})")
+    return bad
+
+
+def check_backups(arms: Mapping[str, Sequence[Mapping[str, Any]]], rows: Sequence[Mapping[str, Any]],
+                  head: Mapping[str, Any], scaling: Sequence[Mapping[str, Any]],
+                  by_days: Mapping[int, Mapping[str, Sequence[Mapping[str, Any]]]]) -> list[str]:
+    """Every backup row, headroom row and scaling row recomputed by plain loops, paired by seed."""
+    bad = []
+    for row in rows:
+        results = arms[row["backup"]]
+        learned = _by_seed(results, _beyond("learned_true_value"))
+        fixed = _by_seed(results, lambda r: r["headroom"]["fixed_gain"])
+        checks = [("learned_minus_fixed", learned, fixed),
+                  ("cpc_overshoot_minus_fixed", _by_seed(results, _beyond("learned_cpc_overshoot")),
+                   _by_seed(results, _beyond("fixed_gain_cpc_overshoot")))]
+        for o in ORACLES:
+            oracle = _by_seed(results, lambda r, o=o: r["headroom"][o])
+            checks.append((f"learned_minus_{o}", learned, oracle))
+            gain = sum(learned[s] - fixed[s] for s in learned) / len(learned)
+            room = sum(oracle[s] - fixed[s] for s in oracle) / len(oracle)
+            if not _close((row[f"share_of_{o}_headroom"]["share"],), (gain / room,)):
+                bad.append(f"backup_study: {row['backup']} share_of_{o}_headroom")
+        for key, a, b in checks:
+            if row["n"] != len(a) or not _row_ok(row[key], a, b):
+                bad.append(f"backup_study: {row['backup']} {key}")
+    base = arms["max_min"]
+    fixed = _by_seed(base, lambda r: r["headroom"]["fixed_gain"])
+    for row, o in zip(head["oracle_minus_fixed"], ORACLES):
+        if not _row_ok(row, _by_seed(base, lambda r, o=o: r["headroom"][o]), fixed):
+            bad.append(f"backup_study: headroom {o} - fixed_gain")
+    for row in scaling:
+        results = by_days[row["logged_days"]][row["backup"]]
+        learned = _by_seed(results, _beyond("learned_true_value"))
+        for key, other in (("learned_minus_fixed", "fixed_gain"), ("learned_minus_best_per_kind", "best_per_kind")):
+            if not _row_ok(row[key], learned, _by_seed(results, lambda r, k=other: r["headroom"][k])):
+                bad.append(f"backup_study: scaling {row['logged_days']} days {row['backup']} {key}")
+    return bad
+
+
+def refuse_mismatches(bad: Sequence[str]) -> None:
+    """Raise :class:`StudyRefused` when any row differs from its plain-loop recomputation."""
+    if bad:
+        raise StudyRefused(f"rows differ from their plain-loop recomputation: {'; '.join(bad[:5])}"
+                           f"{' ...' if len(bad) > 5 else ''}")
