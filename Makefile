@@ -18,7 +18,7 @@ export MPLBACKEND ?= Agg
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: install reproduce test lab explore bench corpus clean effect-study rlbp-study
+.PHONY: install reproduce test lab explore bench corpus clean effect-study rlbp-study rlbp-td-calibration
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,10 @@ effect-study: corpus
 rlbp-study: install
 	$(BIN)/python studies/rlbp_policy_study.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
+
+# pinterest_rlbp: why our held-out TD losses differ from the seed's (units; relaxation vs Adam), 20 seeds (about 2 min on 2 cores)
+rlbp-td-calibration: install
+	$(BIN)/python studies/rlbp_td_calibration.py --seeds 42-61 --jobs 2
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
