@@ -18,7 +18,7 @@ export MPLBACKEND ?= Agg
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: install reproduce test lab explore bench corpus clean effect-study rlbp-study claims dose-response rlbp-diagnosis
+.PHONY: install reproduce test lab explore bench corpus clean effect-study rlbp-study claims dose-response rlbp-diagnosis rlbp-td-calibration
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +75,10 @@ dose-response: corpus
 # pinterest_rlbp: arms that isolate the cause of the learned policy's deficit, 20 seeds, paired CIs (about 6 min on 2 cores)
 rlbp-diagnosis: install
 	$(BIN)/python studies/rlbp_diagnosis.py --seeds 42-61 --jobs 2
+
+# pinterest_rlbp: why our held-out TD losses differ from the seed's (units; relaxation vs Adam), 20 seeds (about 2 min on 2 cores)
+rlbp-td-calibration: install
+	$(BIN)/python studies/rlbp_td_calibration.py --seeds 42-61 --jobs 2
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
