@@ -674,6 +674,107 @@ def write(root: Path = ROOT) -> list[str]:
     return changed
 
 
+# --------------------------------------------------------------------------- why the results are negative (issue 25)
+
+DIAGNOSIS = "rendered/pinterest_rlbp/diagnosis.json"
+TD_CALIBRATION = "rendered/pinterest_rlbp/td_calibration.json"
+DOSE_RESPONSE = "rendered/waypoint_opd/dose_response.json"
+
+
+def _bullets(sentences: list[str]) -> str:
+    return "\n".join(f"- {s}" for s in sentences)
+
+
+def _diagnosis_table(data: dict) -> str:
+    from litrepro.rlbp.diagnosis import BEST_CONSTANT
+
+    rows = []
+    for a in data["summary"]["arms"]:
+        f, m = a["minus_fixed_gain"], a["minus_max_min"]
+        same = a["arm"] == "max_min"
+        rows.append([f"`{a['arm']}`", a["changes"], prose.estimate(f), prose.direction(f),
+                     "—" if same else prose.estimate(m), "—" if same else prose.direction(m), prose.value(a["mean_action_shares"][BEST_CONSTANT], 2, sign=False)])
+    return _table(["arm", "what it changes", "arm − fixed gain", "reads", "arm − max_min", "reads",
+                   "share of decisions on action 8"], rows)
+
+
+def _dose_tally(data: dict) -> str:
+    from litrepro.waypoint import dose_response as dr
+
+    rows = []
+    for a, b in dr.GATE_COMPARISONS:
+        for metric in dr.METRICS:
+            got = [r for r in data["differences"] if r["comparison"] == f"{a} - {b}" and r["metric"] == metric]
+            seen = sum(dr.standing(r) != "none" for r in got)
+            beyond = sum(dr.standing(r) == "beyond_spread" for r in got)
+            rows.append([f"{a} − {b}", f"`{metric}`", prose.tally_sentence(got).replace("conditions", "levels"),
+                         prose.count(beyond, len(got), "levels")])
+    return _table(["difference", "metric", "paired 95% intervals", "interval beyond one seed SD"], rows)
+
+
+def _td_table(data: dict) -> str:
+    rows = []
+    for r in data["calibration_table"]:
+        if r["z_as_is"] is None:
+            rows.append([f"`{r['figure']}`", prose.value(r["recorded_mean"], 4, sign=False), prose.value(r["ours"], 3, sign=False),
+                         "", r["explaining_arm"], prose.value(r["ours_explained"], 4, sign=False), ""])
+            continue
+        rows.append([f"`{r['figure']}`", f"{prose.value(r['recorded_mean'], 3, sign=False)} ± {prose.value(r['recorded_std'], 3, sign=False)}",
+                     prose.value(r["ours"], 3, sign=False), f"{r['z_as_is']:+.0f}", r["explaining_arm"],
+                     prose.value(r["ours_explained"], 3, sign=False), f"{r['z_explained']:+.1f}"])
+    return _table(["figure", "recorded", "ours", "z as is", "explaining arm", "ours under it", "z under it"], rows)
+
+
+@block("headline-why", "README.md")
+def headline_why(root: Path) -> str:
+    diag, dose, td = load(root, DIAGNOSIS), load(root, DOSE_RESPONSE), load(root, TD_CALIBRATION)
+    from litrepro.rlbp import diagnosis
+
+    return "\n".join([
+        f"`pinterest_rlbp`: arms that each change one part of the critic's targets, on the same data, evaluation days "
+        f"and draws as `max_min`, {diag['n_seeds']} seeds (`{DIAGNOSIS}`); all are our reconstructions.", "",
+        _diagnosis_table(diag), "",
+        diagnosis.findings(diag)[3], "",
+        f"`waypoint_opd`: the gate's effect as the teacher's RL moves further, {dose['n_seeds']} seeds per level "
+        f"(`{DOSE_RESPONSE}`):", "",
+        _dose_tally(dose), "",
+        f"`pinterest_rlbp`'s TD losses beside the seed file's (`{TD_CALIBRATION}`); the explaining arms are our "
+        "hypotheses, not the seed's protocol:", "",
+        _td_table(td)])
+
+
+@block("rlbp-diagnosis", "docs/pinterest_rlbp.md")
+def rlbp_diagnosis(root: Path) -> str:
+    from litrepro.rlbp import diagnosis
+
+    data = load(root, DIAGNOSIS)
+    return _diagnosis_table(data) + "\n\n" + _bullets(diagnosis.findings(data))
+
+
+@block("rlbp-td-calibration", "docs/pinterest_rlbp.md")
+def rlbp_td_calibration(root: Path) -> str:
+    from litrepro.rlbp import td_calibration
+
+    data = load(root, TD_CALIBRATION)
+    return _td_table(data) + "\n\n" + _bullets(td_calibration.findings(data))
+
+
+@block("opd-dose-response", "docs/waypoint_opd.md")
+def opd_dose_response(root: Path) -> str:
+    from litrepro.waypoint import dose_response
+
+    data = load(root, DOSE_RESPONSE)
+    return _dose_tally(data) + "\n\n" + _bullets(dose_response.findings(data))
+
+
+@block("bounds", "docs/security.md")
+def bounds(root: Path) -> str:
+    """The runner's upper bounds, from the code that enforces them (``litrepro.params``)."""
+    from litrepro import params
+
+    return params.bounds_markdown()
+
+
 def main(argv: list[str] | None = None) -> int:
     """``claims --check`` (exit 1 on any problem) or ``claims --write``."""
     import argparse
