@@ -71,14 +71,17 @@ rlbp-study: install
 # waypoint_opd: the gate's effect at 5 teacher-RL learning rates, 16 seeds, paired CIs (a few minutes on 2 cores)
 dose-response: corpus
 	$(BIN)/python studies/waypoint_dose_response.py --seeds 42-57 --jobs 2
+	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # pinterest_rlbp: arms that isolate the cause of the learned policy's deficit, 20 seeds, paired CIs (about 6 min on 2 cores)
 rlbp-diagnosis: install
 	$(BIN)/python studies/rlbp_diagnosis.py --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # pinterest_rlbp: why our held-out TD losses differ from the seed's (units; relaxation vs Adam), 20 seeds (about 2 min on 2 cores)
 rlbp-td-calibration: install
 	$(BIN)/python studies/rlbp_td_calibration.py --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
