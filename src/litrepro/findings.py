@@ -22,6 +22,14 @@ def _load(path: Path | str) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
+def study_findings(path: Path | str, findings_of) -> list[str]:
+    """``findings_of(json)`` for the study JSON at ``path``, or one sentence saying it is not there."""
+    path = Path(path)
+    if not path.is_file():
+        return [f"{path.name} not found under {path.parent}: run its make target"]
+    return findings_of(_load(path))
+
+
 def rlbp_control_ratio(path: Path | str = BACKUP_STUDY, margins: dict[str, float] | None = None) -> list[str]:
     """Per backup: the clean ratio held-out TD loss / permuted-reward control's over the study's seeds, beside its margin."""
     from litrepro.rlbp.experiment import CONTROL_MARGIN
