@@ -29,6 +29,12 @@ Families of checks (the new ones of issue 21 first):
   ``beyond_seed_metrics`` and ``curves`` that the audit can rebuild from the records,
   recomputed by code of its own (the largest relative gap is ``reported_figures_max_gap``);
 - the stage checks of earlier issues, moved here unchanged.
+
+Not recomputed (known gaps): ``fused_score_gain`` and its standard error (the value-only
+control actor is not kept; ``fusion_changes_preference`` still fails on a wrong sign), the
+TD figures of the ``policy`` backup (its next-state policies are not kept), the fixture
+metrics and ``derivative_gain_error`` (the demo day's own check), and curve points other
+than the first (the curves' lengths are checked).
 """
 
 from __future__ import annotations
