@@ -8,7 +8,9 @@ evaluation days (the seed's ``max_min`` also runs the lambda sweep), then, for
 ``max_min`` and the best other backup, the same at 8 and 16 logged days.  Writes
 ``policy_comparison.json``, ``lambda_frontier.json``, ``backup_study.json`` and
 their PNGs into ``rendered/pinterest_rlbp/`` (``litrepro.rlbp.study``); refuses to
-write anything if a seed's checks failed.  ``make test`` checks that the files are
+write an output over a seed whose checks failed: ``policy_comparison`` and
+``lambda_frontier`` need every ``max_min`` seed to pass, ``backup_study`` every seed of
+every backup; every row is recomputed by a plain loop first, and a mismatch writes nothing.  ``make test`` checks that the files are
 current with the sources; it does not re-run them.
 """
 
@@ -55,9 +57,40 @@ def main(argv: list[str] | None = None) -> int:
     main_runs = _run([(s, base_days, study.BACKUPS, True) for s in seeds], args.jobs)
     arms = {b: [r[b] for r in main_runs] for b in study.BACKUPS}
     print(f"backups done ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
+    params = {k: v for k, v in dataclasses.asdict(RLBPConfig()).items() if k != "seed"}
+    provenance = {"source_sha256": study.source_hashes(), "parameters": params}
+    results = arms["max_min"]
+    # 1. the seed's backup: policy comparison and lambda frontier (written only if every max_min seed passed)
     try:
-        for backup, results in arms.items():
-            study.verify(results, f"backup {backup}")
+        study.verify(results, "backup max_min")
+        comparison = {"n_seeds": len(seeds), "seeds": seeds, "backup": "max_min",
+                      "comparisons": study.comparisons(results), "check_pass_rates": study.check_pass_rates(results),
+                      "per_seed": study.per_seed_figures(results), "reference_points": study.reference_points(results),
+                      "provenance": provenance}
+        front = study.frontier(results)
+        # every row again, by a plain loop over the per-seed values paired by seed; nothing is written on a mismatch
+        study.refuse_mismatches(study.check_comparisons(results, comparison["comparisons"])
+                                + study.check_frontier(results, front))
+    except study.StudyRefused as err:
+        print(f"litrepro: error: {err}; nothing written", file=sys.stderr)
+        return 1
+    atomic.write_json(study.COMPARISON, comparison)
+    atomic.write_json(study.FRONTIER, front)
+    plotting.save_png(study.comparison_plot(comparison["comparisons"]), study.FOLDER / "policy_comparison.png")
+    plotting.save_png(rlbp_plots.lambda_frontier(front["points"], comparison["reference_points"],
+                                                 title=f"value vs CPC overshoot by lambda, {len(seeds)} seeds (bars: s.e.)"),
+                      study.FOLDER / "lambda_frontier.png")
+    print(f"wrote {study.COMPARISON.name}, {study.FRONTIER.name}", file=sys.stderr)
+    # 2. the backup study: every backup, the headroom and more logged days (written only if every arm passed)
+    try:
+        refused = []
+        for backup_name, arm_results in arms.items():                   # name every arm that fails, then refuse
+            try:
+                study.verify(arm_results, f"backup {backup_name}")
+            except study.StudyRefused as err:
+                refused.append(str(err))
+        if refused:
+            raise study.StudyRefused("; ".join(refused))
         rows = study.backup_rows(arms)
         other = study.best_other(rows)
         more = {d: _run([(s, d, ("max_min", other), False) for s in seeds], args.jobs)
@@ -65,16 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         by_days = {base_days: {b: arms[b] for b in ("max_min", other)}}
         for d, runs in more.items():
             by_days[d] = {b: [r[b] for r in runs] for b in ("max_min", other)}
-            for b, results in by_days[d].items():
-                study.verify(results, f"backup {b}, {d} logged days")
-        results = arms["max_min"]
-        params = {k: v for k, v in dataclasses.asdict(RLBPConfig()).items() if k != "seed"}
-        provenance = {"source_sha256": study.source_hashes(), "parameters": params}
-        comparison = {"n_seeds": len(seeds), "seeds": seeds, "backup": "max_min",
-                      "comparisons": study.comparisons(results), "check_pass_rates": study.check_pass_rates(results),
-                      "per_seed": study.per_seed_figures(results), "reference_points": study.reference_points(results),
-                      "provenance": provenance}
-        front = study.frontier(results)
+            for b, day_results in by_days[d].items():
+                study.verify(day_results, f"backup {b}, {d} logged days")
         backup = {"n_seeds": len(seeds), "seeds": seeds, "backups": rows, "best_other_backup": other,
                   "policy_rounds": RLBPConfig().policy_rounds, "headroom": study.headroom_summary(results),
                   "scaling": study.scaling_rows(by_days),
@@ -83,22 +108,12 @@ def main(argv: list[str] | None = None) -> int:
                                                     "control_ratio": r["beyond_seed_metrics"]["control_ratio"],
                                                     "headroom": r["headroom"]} for r in arms[b]} for b in study.BACKUPS},
                   "provenance": provenance}
-        # every row again, by a plain loop over the per-seed values paired by seed; nothing is written on a mismatch
-        study.refuse_mismatches(study.check_comparisons(results, comparison["comparisons"])
-                                + study.check_frontier(results, front)
-                                + study.check_backups(arms, rows, backup["headroom"], backup["scaling"], by_days))
+        study.refuse_mismatches(study.check_backups(arms, rows, backup["headroom"], backup["scaling"], by_days))
     except study.StudyRefused as err:
-        print(f"litrepro: error: {err}; nothing written", file=sys.stderr)
+        print(f"litrepro: error: {err}; {study.BACKUP_STUDY.name} not written", file=sys.stderr)
         return 1
     print(f"scaling done ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
-
-    atomic.write_json(study.COMPARISON, comparison)
-    atomic.write_json(study.FRONTIER, front)
     atomic.write_json(study.BACKUP_STUDY, backup)
-    plotting.save_png(study.comparison_plot(comparison["comparisons"]), study.FOLDER / "policy_comparison.png")
-    plotting.save_png(rlbp_plots.lambda_frontier(front["points"], comparison["reference_points"],
-                                                 title=f"value vs CPC overshoot by lambda, {len(seeds)} seeds (bars: s.e.)"),
-                      study.FOLDER / "lambda_frontier.png")
     plotting.save_png(study.backup_plot(backup), study.FOLDER / "backup_study.png")
     for r in rows:
         print(f"{r['backup']:13s} learned-fixed {r['learned_minus_fixed']['mean_difference']:+.4f} "
@@ -108,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         x = r["learned_minus_fixed"]
         print(f"{r['backup']:13s} days {r['logged_days']:2d} learned-fixed {x['mean_difference']:+.4f} "
               f"[{x['ci95_low']:+.4f}, {x['ci95_high']:+.4f}]")
-    print(f"wrote {study.COMPARISON.name}, {study.FRONTIER.name}, {study.BACKUP_STUDY.name} "
-          f"({time.perf_counter() - start:.0f} s)", file=sys.stderr)
+    print(f"wrote {study.BACKUP_STUDY.name} ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
     return 0
 
 

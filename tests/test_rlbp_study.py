@@ -206,3 +206,12 @@ def test_study_refuses_a_seed_twice(arms):
     twice = arms["max_min"] + arms["max_min"][:1]
     with pytest.raises(study.StudyRefused, match="appears twice"):
         study.check_comparisons(twice, study.comparisons(twice))
+
+
+def test_audit_cost_is_recorded_and_within_its_goal():
+    """``benchmarks/rlbp_check_cost.py --write`` recorded the checks' share of a seed's run (issue 21: <= 15%)."""
+    data = json.loads((study.FOLDER / "audit_cost.json").read_text())
+    assert data["statistic"] == "median" and data["repeats"] >= 3
+    assert data["checks_share_of_run"] == pytest.approx(data["checks_s"] / data["run_s"], abs=1e-3)
+    assert data["checks_s"] == pytest.approx(sum(data["per_check_ms"].values()) / 1e3, abs=2e-3)
+    assert data["checks_share_of_run"] <= data["goal_share"] == 0.15

@@ -29,6 +29,12 @@ Families of checks (the new ones of issue 21 first):
   ``beyond_seed_metrics`` and ``curves`` that the audit can rebuild from the records,
   recomputed by code of its own (the largest relative gap is ``reported_figures_max_gap``);
 - the stage checks of earlier issues, moved here unchanged.
+
+Not recomputed (known gaps): ``fused_score_gain`` and its standard error (the value-only
+control actor is not kept; ``fusion_changes_preference`` still fails on a wrong sign), the
+TD figures of the ``policy`` backup (its next-state policies are not kept), the fixture
+metrics and ``derivative_gain_error`` (the demo day's own check), and curve points other
+than the first (the curves' lengths are checked).
 """
 
 from __future__ import annotations
@@ -943,6 +949,11 @@ def figure_references(world: World, critic, actor, data: dict, critic_report: di
         ref["segments_over_target_fraction"] = over / count
     # the actor's first update, by autograd of the written-out loss at the recorded initial weights
     rows = actor_report["rows"][:cfg.actor_batch_size].to(data["train"].action.device)
+    if rows.numel() == 0 or int(rows.max()) >= len(data["train"]):
+        rows = rows[:0]                                    # it drew rows outside the training log: no reference;
+        ref["actor_gradient_norm"] = ref["curves.actor_loss[0]"] = -1.0   # a value no norm or loss takes shows it
+    if rows.numel() == 0:
+        return _with_ips_and_truth(ref, world, actor, data, evaluation)
     leaves = [t.to(world.device).clone().requires_grad_(True) for t in actor_report["init_state"].values()]
     with torch.no_grad():
         qs = _mlp(final, data["train"].state[rows])
@@ -952,6 +963,11 @@ def figure_references(world: World, critic, actor, data: dict, critic_report: di
     grads = torch.autograd.grad(loss, leaves)
     ref["actor_gradient_norm"] = math.sqrt(sum(float((g ** 2).sum()) for g in grads))
     ref["curves.actor_loss[0]"] = float(loss.detach())
+    return _with_ips_and_truth(ref, world, actor, data, evaluation)
+
+
+def _with_ips_and_truth(ref: dict, world: World, actor, data: dict, evaluation: dict) -> dict:
+    """``ref`` plus each policy's IPS, truth and standard errors (plain loops over the logs)."""
     terms = _ips_terms(world, actor, data["heldout"])
     for name, xs in terms.items():
         ref[f"{name}_ips"] = sum(xs) / len(xs)
