@@ -71,26 +71,26 @@ def main(argv: list[str] | None = None) -> int:
         # every row again, by a plain loop over the per-seed values paired by seed; nothing is written on a mismatch
         study.refuse_mismatches(study.check_comparisons(results, comparison["comparisons"])
                                 + study.check_frontier(results, front))
+        front = {**front, "per_seed": rlbp_plots.frontier_per_seed(results)}   # for the paired frontier_facts
     except study.StudyRefused as err:
         print(f"litrepro: error: {err}; nothing written", file=sys.stderr)
         return 1
     atomic.write_json(study.COMPARISON, comparison)
     atomic.write_json(study.FRONTIER, front)
     plotting.save_png(study.comparison_plot(comparison["comparisons"]), study.FOLDER / "policy_comparison.png")
-    plotting.save_png(rlbp_plots.lambda_frontier(front["points"], comparison["reference_points"],
-                                                 title=f"value vs CPC overshoot by lambda, {len(seeds)} seeds (bars: s.e.)"),
-                      study.FOLDER / "lambda_frontier.png")
+    plotting.save_png(rlbp_plots.frontier_figure(front, comparison), study.FOLDER / "lambda_frontier.png")
     print(f"wrote {study.COMPARISON.name}, {study.FRONTIER.name}", file=sys.stderr)
     # 2. the backup study: every backup, the headroom and more logged days (written only if every arm passed)
     try:
-        refused = []
-        for backup_name, arm_results in arms.items():                   # name every arm that fails, then refuse
-            try:
-                study.verify(arm_results, f"backup {backup_name}")
-            except study.StudyRefused as err:
-                refused.append(str(err))
-        if refused:
-            raise study.StudyRefused("; ".join(refused))
+        # An arm with a seed whose checks failed gets no interval: it is named, with the failing seeds and
+        # checks, under ``refused_arms``.  The seed's own backup (max_min) must pass, or nothing is written.
+        refused = {b: study.refused_seeds(r) for b, r in arms.items() if study.refused_seeds(r)}
+        if "max_min" in refused:
+            raise study.StudyRefused(f"backup max_min: seeds with failed checks {refused['max_min']}")
+        for backup_name, arm_results in arms.items():
+            if backup_name not in refused:
+                study.verify(arm_results, f"backup {backup_name}")      # also refuses shared evaluation days
+        arms_all, arms = arms, {b: r for b, r in arms.items() if b not in refused}
         rows = study.backup_rows(arms)
         other = study.best_other(rows)
         more = {d: _run([(s, d, ("max_min", other), False) for s in seeds], args.jobs)
@@ -103,10 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         backup = {"n_seeds": len(seeds), "seeds": seeds, "backups": rows, "best_other_backup": other,
                   "policy_rounds": RLBPConfig().policy_rounds, "headroom": study.headroom_summary(results),
                   "scaling": study.scaling_rows(by_days),
-                  "check_pass_rates": {b: study.check_pass_rates(r) for b, r in arms.items()},
+                  "check_pass_rates": {b: study.check_pass_rates(r) for b, r in arms_all.items()},
+                  "refused_arms": refused,
                   "per_seed": {b: {str(r["seed"]): {"learned_true_value": r["beyond_seed_metrics"]["learned_true_value"],
                                                     "control_ratio": r["beyond_seed_metrics"]["control_ratio"],
-                                                    "headroom": r["headroom"]} for r in arms[b]} for b in study.BACKUPS},
+                                                    "headroom": r["headroom"]} for r in arms[b]} for b in arms},
                   "provenance": provenance}
         study.refuse_mismatches(study.check_backups(arms, rows, backup["headroom"], backup["scaling"], by_days))
     except study.StudyRefused as err:

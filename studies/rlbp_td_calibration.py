@@ -29,6 +29,7 @@ from litrepro.rlbp.config import RLBPConfig
 def source_hashes() -> dict[str, str]:
     """The rlbp study's sources (``rlbp/`` less plots, ``stats.py``, ...) and this script."""
     out = study.source_hashes()
+    out["src/litrepro/rlbp/td_calibration.py"] = hashlib.sha256((ROOT / "src/litrepro/rlbp/td_calibration.py").read_bytes()).hexdigest()
     out["studies/rlbp_td_calibration.py"] = hashlib.sha256((ROOT / "studies/rlbp_td_calibration.py").read_bytes()).hexdigest()
     return out
 

@@ -190,6 +190,9 @@ def headline_rlbp_study(root: Path) -> str:
            f"- Learned policy against the fixed gain: {prose.tally_sentence([x['learned_minus_fixed'] for x in b['backups']], noun='backups')} "
            f"(`max_min` is the seed's backup; the others are ours).",
            f"- Checks: {_pass_rates(b['check_pass_rates'], n)}",
+           *[f"- Refused: `{arm}` gets no interval, because its checks failed on seed {', '.join(seeds)} "
+             f"({', '.join(f'`{c}`' for cs in seeds.values() for c in cs)}); a failed seed is reported, not dropped."
+             for arm, seeds in sorted(b.get("refused_arms", {}).items())],
            "",
            _table(["critic backup", "learned − fixed gain", "reads", "share of the per-kind headroom", "learned − best per kind"],
                   [_backup_row(x) for x in b["backups"]])]

@@ -47,26 +47,6 @@ class BaseKey:
         return RLBPConfig(seed=self.seed, gamma=self.gamma, behaviour_epsilon=self.behaviour_epsilon, device="cpu")
 
 
-def _critic(world, data: dict, generator: torch.Generator):
-    """``fit_critic`` without its permuted-reward control: the same critic, half the time.
-
-    ``fit_critic`` draws the control's permutation first, then trains the critic, then
-    trains the control from a saved generator state and restores the state after the
-    critic; so drawing the permutation and training the critic alone leaves the critic
-    and the generator exactly as ``fit_critic`` does (``tests/test_explore.py`` checks it).
-    """
-    from litrepro.rlbp.critic import TwoHeadCritic, train_critic
-    from litrepro.rlbp.simulator import FEATURES
-
-    cfg = world.cfg
-    critic = TwoHeadCritic(len(FEATURES), cfg.hidden).to(world.device)
-    data["train"].with_permuted_rewards(generator)                     # the control's draw, kept for the stream
-    report = train_critic(critic, data["train"], data["heldout"], generator=generator, steps=cfg.critic_steps,
-                          lr=cfg.critic_lr, batch_size=cfg.batch_size, gamma=cfg.gamma,
-                          target_update_every=cfg.target_update_every)
-    return critic, report
-
-
 @functools.lru_cache(maxsize=8)
 def base(key: BaseKey) -> dict:
     """World, logged data, evaluation days and critic, in the notebook's order."""
@@ -74,24 +54,24 @@ def base(key: BaseKey) -> dict:
 
     cfg = key.config()
     device = torch.device("cpu")
-    generator = seed_everything(cfg.seed)
+    seed_everything(cfg.seed)
+    generator = rlbp.Streams(cfg.seed)                                # the notebook's named random streams
     world = rlbp.build_world(cfg, generator, device)
     rlbp.pid_demo(world, generator, actions=(0, 8))                   # keeps the notebook's random stream
     data = rlbp.collect_logged_data(world, generator)
     days = rlbp.draw_eval_days(world, generator)                      # the notebook's evaluation days
-    critic, report = _critic(world, data, generator)
+    critic, report = rlbp.fit_critic(world, data, generator, with_control=False)   # the same critic, no control
     with torch.no_grad():
         q_value, q_cpc = critic(data["heldout"].state)                # (N, 9) each
     return {"cfg": cfg, "world": world, "data": data, "critic": critic, "critic_report": report, "days": days,
-            "actor_start": generator.get_state(), "q_value": q_value, "q_cpc": q_cpc}
+            "q_value": q_value, "q_cpc": q_cpc}
 
 
 @functools.lru_cache(maxsize=64)
 def actor(key: BaseKey, lam: float):
-    """The actor trained on Q^v - lam Q^c, from the generator state after the critic."""
+    """The actor trained on Q^v - lam Q^c, from the seed's named actor streams (as the notebook's)."""
     b = base(key)
-    generator = torch.Generator().set_state(b["actor_start"])
-    return rlbp.fit_actor(b["world"], b["critic"], b["data"], generator, lam=lam)
+    return rlbp.fit_actor(b["world"], b["critic"], b["data"], rlbp.Streams(key.seed), lam=lam)
 
 
 @functools.lru_cache(maxsize=256)
@@ -105,7 +85,7 @@ def truth(key: BaseKey, name: str, lam: float, top_k: int) -> dict:
         policy = rlbp.behaviour_policy(key.behaviour_epsilon)
     else:
         policy = rlbp.constant_policy(rlbp.FIXED_GAIN_ACTION)
-    return rlbp.simulate_truth(world, b["days"], policy, torch.Generator().manual_seed(key.seed + 103), lam)
+    return rlbp.simulate_truth(world, b["days"], policy, rlbp.Streams(key.seed).generator(f"truth/{name}"), lam)
 
 
 def prepare(key: BaseKey) -> None:

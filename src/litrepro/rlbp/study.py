@@ -52,6 +52,9 @@ ORACLES = ("best_constant", "best_per_kind", "best_per_campaign")
 #: notebook, the figures and printing, and the plumbing (file writing, parameter validation, paths, the
 #: offline guard, error types) can change without making it stale.  What remains: ``rlbp/`` (less its
 #: plots), ``seeding.py``, ``stats.py`` (every interval and error bar) and the parameter file.
+#: Other studies' own modules: they run the stages but cannot change these studies' numbers; each of them
+#: hashes its own module beside :func:`source_hashes`.
+OTHER_STUDIES = ("rlbp/diagnosis.py", "rlbp/td_calibration.py")
 DISPLAY_ONLY = (".ipynb", "rlbp/plots.py", "litrepro/plotting.py", "litrepro/report.py", "litrepro/recorded.py",
                 "recorded_figures/pinterest_rlbp.json", "litrepro/atomic.py", "litrepro/errors.py",
                 "litrepro/params.py", "litrepro/paths.py", "litrepro/guard.py", "litrepro/__init__.py")
@@ -64,7 +67,7 @@ def source_hashes() -> dict[str, str]:
     from litrepro.paths import ROOT
     from litrepro.provenance import source_hashes as method_hashes
 
-    out = {k: v for k, v in method_hashes("pinterest_rlbp").items() if not k.endswith(DISPLAY_ONLY)}
+    out = {k: v for k, v in method_hashes("pinterest_rlbp").items() if not k.endswith(DISPLAY_ONLY + OTHER_STUDIES)}
     out["src/litrepro/stats.py"] = hashlib.sha256((ROOT / "src/litrepro/stats.py").read_bytes()).hexdigest()  # intervals
     return out
 
@@ -77,6 +80,11 @@ def failed_checks(result: Mapping[str, Any]) -> list[str]:
     """Names of the checks and extra checks that are false in one seed's results."""
     both = {**result["checks"], **result.get("extra_checks", {})}
     return sorted(k for k, v in both.items() if v is not True)
+
+
+def refused_seeds(results: Sequence[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """``{seed: failed check names}`` for the seeds of one arm whose checks failed (empty when all passed)."""
+    return {str(r["seed"]): failed_checks(r) for r in results if failed_checks(r)}
 
 
 def verify(results: Sequence[Mapping[str, Any]], label: str) -> None:
