@@ -81,8 +81,10 @@ def test_findings_words_follow_the_interval():
     spanning = dr.findings(_hand_data(-1e-4, 2e-4, 1e-3))
     assert all("no detectable difference at any of the 4 levels" in x for x in spanning[1:-1])
     within = dr.findings(_hand_data(1e-4, 2e-4, 1e-3))
-    assert "detectable at 4 of 4 levels, but within the seed spread" in within[1]
+    assert "detectable at 4 of 4 levels, and at each of them the whole interval lies within one between-seed SD" in within[1]
     assert "higher by [+0.00010, +0.00020]" in within[1] and "higher (worse)" in within[2]
+    straddle = dr.findings(_hand_data(5e-4, 1.5e-3, 1e-3))             # crosses +SD: neither within nor beyond
+    assert "not shown beyond one between-seed SD" in straddle[1] and "within one" not in straddle[1]
     beyond = dr.findings(_hand_data(-3e-3, -2e-3, 1e-3))
     assert "beyond the seed spread at 4 of 4 levels" in beyond[1] and "lower by [-0.0030, -0.0020]" in beyond[1]
     assert "lower (better)" in beyond[2]

@@ -126,18 +126,20 @@ def _findings(effects):
 def test_findings_name_the_cause_the_intervals_support():
     lines = _findings({"monte_carlo": 0.03, "truth_target": 0.03})
     text = "\n".join(lines)
-    assert "Supported, and removing it finds headroom beyond the fixed gain: bootstrapping" in text
-    assert "Ruled out as the cause of the deficit: the per-segment reward" in text
-    assert "the same critic and actor find the headroom" in text
-    assert "Ruled out as the cause of the deficit: the target network's sync period" in text
+    assert "Changing bootstrapping from the learned critic's next-state values lifts the policy above max_min and above the fixed gain" in text
+    assert "Caveat: monte_carlo also drops" in text                   # a confounded arm says so
+    assert "The per-segment reward does not by itself explain the deficit" in text
+    assert "the same critic and actor are above the fixed gain" in text and "does not say which part" in text
+    assert "Changing the target network's sync period leaves the policy below the fixed gain" in text
 
 
 def test_findings_rule_out_bootstrapping_when_removing_it_leaves_the_deficit():
     text = "\n".join(_findings({"monte_carlo": -0.013, "truth_target": 0.03}))
-    assert "Ruled out as the cause of the deficit: bootstrapping" in text
-    assert "Supported: the per-segment reward" in text
+    assert "Changing bootstrapping from the learned critic's next-state values leaves the policy below" in text
+    assert "not sufficient on its own" in text and "Ruled out" not in text
+    assert "Not isolated by these arms: the per-segment reward" in text
     text = "\n".join(_findings({"truth_target": -0.013}))
-    assert "do not beat the fixed gain" in text and "stay suspects" in text
+    assert "does not tell whether the targets are the cause" in text
 
 
 def test_cause_verdicts_follow_the_intervals():
@@ -145,9 +147,11 @@ def test_cause_verdicts_follow_the_intervals():
         return {"minus_fixed_gain": {"ci95_low": fixed[0], "ci95_high": fixed[1]},
                 "minus_max_min": {"ci95_low": base[0], "ci95_high": base[1]}}
     assert dg.cause_verdict([arm((0.01, 0.02), (0.02, 0.03))]) == "finds_headroom"
-    assert dg.cause_verdict([arm((-0.01, 0.01), (0.005, 0.02))]) == "explains"          # not below the fixed gain
-    assert dg.cause_verdict([arm((-0.02, -0.01), (0.001, 0.01))]) == "contributes"
-    assert dg.cause_verdict([arm((-0.02, -0.01), (-0.01, 0.01))]) == "ruled_out"
+    assert dg.cause_verdict([arm((-0.01, 0.01), (0.005, 0.02))]) == "lifts_to_fixed"   # not below the fixed gain
+    # one arm reaches the fixed gain, the other is still below it: not "closes the deficit"
+    assert dg.cause_verdict([arm((-0.01, 0.01), (0.005, 0.02)), arm((-0.02, -0.001), (0.005, 0.02))]) == "lifts"
+    assert dg.cause_verdict([arm((-0.02, -0.01), (0.001, 0.01))]) == "lifts"
+    assert dg.cause_verdict([arm((-0.02, -0.01), (-0.01, 0.01))]) == "not_sufficient"
     assert dg.cause_verdict([arm((-0.02, 0.01), (-0.01, 0.01))]) == "open"
 
 

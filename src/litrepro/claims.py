@@ -734,10 +734,11 @@ def headline_why(root: Path) -> str:
     from litrepro.rlbp import diagnosis
 
     return "\n".join([
-        f"`pinterest_rlbp`: arms that each change one part of the critic's targets, on the same data, evaluation days "
-        f"and draws as `max_min`, {diag['n_seeds']} seeds (`{DIAGNOSIS}`); all are our reconstructions.", "",
+        f"`pinterest_rlbp`: arms that change the critic's targets (the sync and `gamma_0.5` arms one setting each; "
+        f"`truth_target`, `monte_carlo` and `gamma_0` several at once), on the same data, evaluation days and draws as "
+        f"`max_min`, {diag['n_seeds']} seeds (`{DIAGNOSIS}`); all are our reconstructions.", "",
         _diagnosis_table(diag), "",
-        diagnosis.findings(diag)[3], "",
+        diagnosis.truth_finding(diag) or "", "",
         f"`waypoint_opd`: the gate's effect as the teacher's RL moves further, {dose['n_seeds']} seeds per level "
         f"(`{DOSE_RESPONSE}`):", "",
         _dose_tally(dose), "",

@@ -11,7 +11,7 @@ import json
 import statistics
 from pathlib import Path
 
-from litrepro import prose
+from litrepro import prose, stats
 from litrepro.paths import RENDERED
 
 BACKUP_STUDY = RENDERED / "pinterest_rlbp" / "backup_study.json"
@@ -41,8 +41,8 @@ def rlbp_control_ratio(path: Path | str = BACKUP_STUDY, margins: dict[str, float
         r = [row["control_ratio"] for row in seeds.values()]
         mean, sd, top = statistics.fmean(r), statistics.stdev(r), max(r)
         out.append(f"{backup}: control_ratio over {len(r)} seeds has mean {prose.value(mean, 2, sign=False)}, "
-                   f"SD {prose.value(sd, 2, sign=False)}, max {prose.value(top, 2, sign=False)}; max + 4 SD = "
-                   f"{prose.value(top + 4 * sd, 2, sign=False)} against the margin {margins[backup]:g}")
+                   f"SD {prose.value(sd, 2, sign=False)}, max {prose.value(top, 2, sign=False)}; max + 4 SD is at most "
+                   f"{prose.value(stats.round_outward(top + 4 * sd, 2, up=True), 2, sign=False)} against the margin {margins[backup]:g}")
     return out
 
 

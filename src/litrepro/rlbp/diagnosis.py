@@ -86,9 +86,13 @@ MARGIN_OF = {"gamma_0.5": "none"}
 THIN_MARGIN_ARMS = ("sync_1", "sync_100")
 #: The candidate causes, each with the arms that remove it (:func:`findings` reads them from here).
 CAUSES = {
-    "bootstrap": ("bootstrapping from the learned critic's next-state values", ("monte_carlo",)),
-    "target_network": ("the target network's sync period", ("sync_1", "sync_100")),
-    "discount": ("the discount gamma = 0.9", ("gamma_0", "gamma_0.5")),
+    # key: (what the arms change, the arms, what else those arms change: a confounded arm supports only the combination)
+    "bootstrap": ("bootstrapping from the learned critic's next-state values", ("monte_carlo",),
+                  "monte_carlo also drops the max/min operator and the target network, and regresses on the behaviour "
+                  "policy's logged return"),
+    "target_network": ("the target network's sync period", ("sync_1", "sync_100"), ""),
+    "discount": ("the discount gamma = 0.9", ("gamma_0", "gamma_0.5"),
+                 "gamma_0 also removes bootstrapping (its targets are the rewards)"),
 }
 #: Explanations no arm here tests (named so that no sentence claims them).
 UNTESTED = ("other critic architectures or state features than the pipeline's",
@@ -552,20 +556,25 @@ def _words(row: Mapping[str, float], against: str) -> str:
 
 
 def cause_verdict(fixes: Sequence[Mapping[str, Any]]) -> str:
-    """From the intervals of the arms that remove one cause: ``finds_headroom`` (some arm is above max_min and
-    above the fixed gain), ``explains`` (some arm is above max_min and not detectably below the fixed gain),
-    ``contributes`` (some arm is above max_min, every such arm still below the fixed gain), ``ruled_out``
-    (every arm is still below the fixed gain and none is above max_min), else ``open``."""
+    """From the intervals of the arms that change one cause:
+
+    - ``finds_headroom``: some arm is above max_min and above the fixed gain;
+    - ``lifts_to_fixed``: every arm is above max_min and none is detectably below the fixed gain
+      (not shown equal to it: "no detectable difference" is not equality);
+    - ``lifts``: some arm is above max_min, but not every arm reaches the fixed gain;
+    - ``not_sufficient``: every arm stays below the fixed gain and none is above max_min;
+    - ``open``: anything else.
+    """
     above_base = [f for f in fixes if f["minus_max_min"]["ci95_low"] > 0]
     below_fixed = [f for f in fixes if f["minus_fixed_gain"]["ci95_high"] < 0]
     if any(f["minus_fixed_gain"]["ci95_low"] > 0 for f in above_base):
         return "finds_headroom"
-    if any(f not in below_fixed for f in above_base):
-        return "explains"
+    if len(above_base) == len(fixes) and not below_fixed:
+        return "lifts_to_fixed"
     if above_base:
-        return "contributes"
+        return "lifts"
     if len(below_fixed) == len(fixes):
-        return "ruled_out"
+        return "not_sufficient"
     return "open"
 
 
@@ -574,76 +583,92 @@ def finds_headroom(arm: Mapping[str, Any]) -> bool:
     return arm["minus_fixed_gain"]["ci95_low"] > 0
 
 
-def findings(data: Mapping[str, Any]) -> list[str]:
-    """Which explanation the arms support, which they rule out and what stays untested, from the intervals only.
+def _share(row: Mapping[str, float]) -> str:
+    """A share's interval without signs, bounds rounded outward (a level, not a difference)."""
+    from litrepro.stats import round_outward
 
-    A cause is supported and *finds headroom* when an arm that removes it lands above ``max_min`` and above
-    the fixed gain; it *closes the deficit* when such an arm is above ``max_min`` and not detectably below the
-    fixed gain; it *contributes* when such an arm is above ``max_min`` but still below the fixed gain; it is
-    *ruled out as the cause* when every arm that removes it still trails the fixed gain and none improves on
-    ``max_min``; otherwise these arms do not settle it.  The reward is judged by two arms: ``truth_target``
-    (the day-level truth as target: can the rest of the pipeline find the headroom at all?) and
-    ``monte_carlo`` (the same per-segment rewards, summed along the day without bootstrapping).
-    """
+    return f"[{round_outward(row['ci95_low'], 2, up=False):#.2g}, {round_outward(row['ci95_high'], 2, up=True):#.2g}]"
+
+
+def truth_finding(data: Mapping[str, Any]) -> str | None:
+    """The ``truth_target`` arm in one sentence: can the rest of the pipeline find the headroom given oracle targets?"""
     from litrepro.stats import fmt_ci
 
+    truth = _arm(data, "truth_target")
+    if truth is None:
+        return None
+    what = ("With an oracle target (the simulator's day-level value of the logged action, which the logged data "
+            "do not contain), the same critic and actor are ")
+    if finds_headroom(truth):
+        share = truth["share_of_headroom"]
+        return (what + f"{_words(truth['minus_fixed_gain'], 'the fixed gain')}, a share "
+                f"{fmt_ci(share['ci95_low'], share['ci95_high'])} of the best constant action's headroom: given such "
+                "targets, the actor, the network and the logged states can find it. The arm changes the horizon, the "
+                "discount, bootstrapping and the continuation at once, so it does not say which part of the targets "
+                "is at fault.")
+    return (what + f"{_words(truth['minus_fixed_gain'], 'the fixed gain')}: this arm does not tell whether the "
+            "targets are the cause.")
+
+
+def findings(data: Mapping[str, Any]) -> list[str]:
+    """What the arms show, from the intervals only (see :func:`cause_verdict` for the words per cause).
+
+    An arm that changes several things at once supports only their combination, and says so. The reward is
+    judged by two arms: ``truth_target`` (oracle day-level targets: can the rest of the pipeline find the
+    headroom at all?) and ``monte_carlo`` (the same per-segment rewards, summed along the day without
+    bootstrapping).
+    """
     s = data["summary"]
     n = data["n_seeds"]
-
-    def ci(row):
-        return fmt_ci(row["ci95_low"], row["ci95_high"])
-
     out = [f"Every arm is our reconstruction, run on the same data, evaluation days and random draws as max_min over "
-           f"{n} seeds; intervals are paired 95% t intervals (headroom shares: paired bootstrap)."]
+           f"{n} seeds; intervals are paired 95% t intervals (headroom shares: paired bootstrap), each at 95% on "
+           "its own, not adjusted for the number of intervals shown."]
     base = _arm(data, "max_min")
     out.append(f"The seed's max_min policy is {_words(base['minus_fixed_gain'], 'the fixed gain')}; the best constant "
                f"action is {_words(s['headroom'], 'the fixed gain')}.")
     al = s["alignment"]
     out.append(f"Reward alignment: over every logged state, the one-segment reward's best action is the day-level "
-               f"truth's best action in a share {ci(al['agreement'])} of states (mean over seeds); action 8 is the "
-               f"day's best in {ci(al['day_best_is_8'])} of states and the segment's best in {ci(al['segment_best_is_8'])}.")
+               f"truth's best action in a share {_share(al['agreement'])} of states (mean over seeds); action "
+               f"{BEST_CONSTANT} is the day's best in a share {_share(al['day_best_is_8'])} of states and the "
+               f"segment's best in {_share(al['segment_best_is_8'])}.")
     truth, mc = _arm(data, "truth_target"), _arm(data, "monte_carlo")
     if truth is not None:
-        share = truth["share_of_headroom"]
-        if finds_headroom(truth):
-            out.append(f"With the day-level truth as its target, the same critic and actor find the headroom: "
-                       f"{_words(truth['minus_fixed_gain'], 'the fixed gain')}, a share "
-                       f"{fmt_ci(share['ci95_low'], share['ci95_high'])} of the best constant action's headroom. So the "
-                       "actor, the critic's network and the logged data can find it; the deficit comes from the critic's "
-                       "targets.")
-        else:
-            out.append(f"With the day-level truth as its target, the same critic and actor do not beat the fixed gain "
-                       f"({_words(truth['minus_fixed_gain'], 'the fixed gain')}): the deficit does not come from the "
-                       "targets alone; the actor, the critic's network or the logged data stay suspects.")
+        out.append(truth_finding(data))
     if truth is not None and mc is not None:
-        if finds_headroom(truth) and mc["minus_fixed_gain"]["ci95_low"] > 0 and mc["minus_max_min"]["ci95_low"] > 0:
-            out.append(f"Ruled out as the cause of the deficit: the per-segment reward. Monte-Carlo returns of the same "
-                       f"per-segment rewards (no bootstrapping) are {_words(mc['minus_fixed_gain'], 'the fixed gain')} and "
-                       f"{_words(mc['minus_max_min'], 'max_min')}; the reward misranks actions only one segment at a time.")
+        if mc["minus_fixed_gain"]["ci95_low"] > 0 and mc["minus_max_min"]["ci95_low"] > 0:
+            out.append(f"The per-segment reward does not by itself explain the deficit: Monte-Carlo returns of the same "
+                       f"per-segment rewards (no bootstrapping) are {_words(mc['minus_fixed_gain'], 'the fixed gain')} "
+                       f"and {_words(mc['minus_max_min'], 'max_min')}.")
         elif finds_headroom(truth) and mc["minus_fixed_gain"]["ci95_high"] < 0:
-            out.append(f"Supported: the per-segment reward. The day-level truth finds the headroom but Monte-Carlo "
-                       f"returns of the per-segment rewards do not ({_words(mc['minus_fixed_gain'], 'the fixed gain')}).")
+            out.append("Not isolated by these arms: the per-segment reward. truth_target and monte_carlo sum the same "
+                       "per-segment rewards but differ in the continuation policy and the discount (truth_target "
+                       f"{_words(truth['minus_fixed_gain'], 'the fixed gain')}; monte_carlo "
+                       f"{_words(mc['minus_fixed_gain'], 'the fixed gain')}).")
         else:
             out.append("Not settled by these arms: the per-segment reward (truth_target "
                        f"{_words(truth['minus_fixed_gain'], 'the fixed gain')}; monte_carlo "
                        f"{_words(mc['minus_fixed_gain'], 'the fixed gain')}).")
-    for key, (label, names) in CAUSES.items():
+    effect = {"finds_headroom": "lifts the policy above max_min and above the fixed gain",
+              "lifts_to_fixed": "lifts the policy above max_min, to no detectable difference from the fixed gain "
+                                "(not shown equal to it)",
+              "lifts": "lifts the policy above max_min, but not every such arm reaches the fixed gain",
+              "not_sufficient": "leaves the policy below the fixed gain and not detectably above max_min: not "
+                                "sufficient on its own",
+              "open": "does not settle it"}
+    tried = []
+    for key, (label, names, confound) in CAUSES.items():
         fixes = [_arm(data, a) for a in names if _arm(data, a) is not None]
         if not fixes:
-            out.append(f"Untested: {label} (no arm of this run removes it).")
+            out.append(f"Untested: {label} (no arm of this run changes it).")
             continue
+        tried += fixes
         detail = "; ".join(f"{f['arm']} is {_words(f['minus_fixed_gain'], 'the fixed gain')} and "
                            f"{_words(f['minus_max_min'], 'max_min')}" for f in fixes)
-        lead = {"finds_headroom": f"Supported, and removing it finds headroom beyond the fixed gain: {label}.",
-                "explains": f"Supported: changing it closes the deficit to the fixed gain (no detectable difference) "
-                            f"but finds no headroom beyond it: {label}.",
-                "contributes": f"Supported as a contributor, but it does not close the deficit: {label}.",
-                "ruled_out": f"Ruled out as the cause of the deficit: {label} (changing it leaves the policy below "
-                             "the fixed gain and no better than max_min).",
-                "open": f"Not settled by these arms: {label}."}[cause_verdict(fixes)]
-        every = (" Every variation tried lands above max_min." if len(fixes) > 1
-                 and all(f["minus_max_min"]["ci95_low"] > 0 for f in fixes) else "")
-        out.append(f"{lead} {detail}.{every}")
+        caveat = f" Caveat: {confound}, so it supports only their combination." if confound else ""
+        out.append(f"Changing {label} {effect[cause_verdict(fixes)]}: {detail}.{caveat}")
+    if len(tried) > 1 and all(f["minus_max_min"]["ci95_low"] > 0 for f in tried):
+        out.append("Every arm tried improves on max_min, so these arms do not single out one cause; a placebo arm "
+                   "(max_min retrained on another minibatch order) is not run here.")
     out.append("Untested by any arm here: " + "; ".join(UNTESTED) + ".")
     return out
 

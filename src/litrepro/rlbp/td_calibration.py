@@ -485,7 +485,7 @@ def _num(x: float, sig: int = 2) -> str:
 
 def _bound(x: float) -> str:
     """A rounding-level gap as a bound ("below 1e-12"), so the sentence prints the same on every CPU."""
-    return "below 1e-12" if abs(x) < 1e-12 else f"{x:.1e}"
+    return "within 1e-12" if abs(x) < 1e-12 else f"within {x:.1e}"
 
 
 def findings(data: Mapping[str, Any]) -> list[str]:
@@ -498,40 +498,44 @@ def findings(data: Mapping[str, Any]) -> list[str]:
            "reward units nor how its critic was updated, so both hypotheses below are ours, not the seed's protocol."]
     out.append(f"Our held-out td_loss_before is {_ci(dec['td_loss_before'])} (95% interval of the mean); the targets' "
                f"second moment alone is {_ci(dec['target_second_moment_share'])} of it and the squared mean target "
-               f"{_ci(dec['target_mean_squared_share'])}, so the level is set by the size of the rewards.")
+               f"{_ci(dec['target_mean_squared_share'])}"
+               + (", so the targets' size sets the level." if dec["target_second_moment_share"]["ci95_low"] >= 0.9 else "."))
     exp_ci = ro["exponent_at_1"]
     out.append(f"Rescaling the rewards by c changes td_loss_before with exponent {_ci(exp_ci, 3)} at c = 1; "
                f"rescaling the rewards and the critic's outputs together (a change of units) gives an exponent of 2 "
-               f"(within {_bound(max(abs(ju['measured_slope_min'] - 2), abs(ju['measured_slope_max'] - 2)))} on every seed "
-               "and scale): the level is a choice of units.")
+               f"(to {_bound(max(abs(ju['measured_slope_min'] - 2), abs(ju['measured_slope_max'] - 2)))} on every seed "
+               "and scale), as the quadratic law requires: a change of units can put the level anywhere.")
     floor = ro["floor_minus_recorded_mean"]
     words = {">0": "above", "<0": "below", "no detectable difference": "not distinguishable from"}[floor["verdict"]]
-    out.append(f"Rescaling the rewards alone cannot reach the record: the initial critic's own TD error, the floor no "
+    lead = "Rescaling the rewards alone cannot reach the record: " if floor["verdict"] == ">0" else ""
+    out.append(lead + f"the initial critic's own TD error, the floor no "
                f"reward scale removes, is {words} the recorded mean {_num(rec_b['mean'], 3)} (floor minus recorded "
                f"mean {_ci(floor)}).")
     out.append(f"In the unit k = {_num(ju['k'], 3)} (fitted on seeds 42-44, where the seed recorded), our "
                f"td_loss_before on the other {len(ju['test_seeds'])} seeds is {_ci(ju['test_td_loss_before'])}, "
                f"z = {data['calibration_table'][0]['z_explained']:+.1f} against the recorded SD, "
-               f"against z = {data['calibration_table'][0]['z_as_is']:+.0f} as is.")
+               f"against z = {data['calibration_table'][0]['z_as_is']:+.0f} as is (k is fitted to the record's mean, so "
+               "this shows only that one unit serves every seed; it does not show that the seed used other units).")
     agree = ju["served_agreement_unit_minus_reorder"]
     agree_words = {">0": "more often than", "<0": "less often than",
                    "no detectable difference": "about as often as"}[agree["verdict"]]
     out.append(f"Retrained in that unit, the served policy's most probable action matches the pipeline's on "
                f"{_ci(ju['served_agreement_unit'])} of held-out states, {agree_words} a retraining on another "
                f"minibatch order does (difference {_ci(agree)})"
-               + (": with Adam's step fixed in parameter units, the learned decisions depend on the units."
+               + (": the learned decisions depend on the units (our reading, untested: Adam's step is fixed in "
+                  "parameter units)."
                   if agree["verdict"] == "<0" else "."))
     tr = r["trained_minus_recorded"]
     tr_words = {">0": "above", "<0": "below", "no detectable difference": "not distinguishable from"}[tr["verdict"]]
     out.append(f"One relaxation step of size {r['alpha']} toward fixed targets gives after/before = 0.9025 on every "
-               f"seed of ours (error {_bound(r['relaxation_max_abs_error'])}), as the record does; our Adam "
+               f"seed of ours (error {_bound(r['relaxation_max_abs_error'])}), as the record does, by construction (the step size is chosen so that (1 - {r['alpha']})^2 is the recorded ratio); our Adam "
                f"training ({data['critic_steps']} steps) gives {_ci(r['trained'])}, {tr_words} 0.9025.")
     cs = r["crossing_step"]
     one = r["by_budget"]["1"]
     out.append(f"After 1 Adam step our ratio is {_ci(one, 4)}; it first falls to 0.9025 between step {cs['min']} and "
                f"step {cs['max']} across seeds (mean {_ci(cs, 3)}), and at the closest budget "
                f"({r['closest_budget']} steps) it varies across seeds with SD {_num(r['by_budget'][str(r['closest_budget'])]['sd'], 2)}, "
-               f"where the record's ratio is the same on all three seeds to rounding: no Adam budget of ours reproduces a ratio that is "
+               f"where the record's ratio is the same on all three seeds to rounding: no budget of our Adam settings reproduces a ratio that is "
                f"the same on every seed, the relaxation does.")
     t1 = data["calibration_table"][1]
     out.append(f"Together (unit k and one relaxation step) our td_loss_after is z = {t1['z_explained']:+.1f} against "

@@ -241,12 +241,14 @@ ARM_WORDS = {"final_only": "final-only OPD", "shuffled": "shuffled gates", "matc
 
 
 def standing(row: Mapping[str, float]) -> str:
-    """Where the interval lies against 0 and the seed spread: ``beyond_spread``, ``detectable`` or ``none``."""
-    sd = row["seed_sd"]
-    if row["ci95_low"] > sd or row["ci95_high"] < -sd:
+    """Where the interval lies against 0 and the comparator arm's between-seed SD (``seed_sd``):
+    ``beyond_spread`` (the whole interval beyond +-SD), ``within_spread`` (it excludes 0 and lies wholly inside
+    +-SD), ``straddles_spread`` (it excludes 0 and crosses +-SD), or ``none`` (it spans 0)."""
+    sd, lo, hi = row["seed_sd"], row["ci95_low"], row["ci95_high"]
+    if lo > sd or hi < -sd:
         return "beyond_spread"
-    if row["ci95_low"] > 0 or row["ci95_high"] < 0:
-        return "detectable"
+    if lo > 0 or hi < 0:
+        return "within_spread" if -sd < lo and hi < sd else "straddles_spread"
     return "none"
 
 
@@ -276,14 +278,17 @@ def findings(data: Mapping[str, Any]) -> list[str]:
             head = f"Gate vs {ARM_WORDS[b]}, {label}: "
             if not seen:
                 out.append(head + f"no detectable difference at any of the {len(rows)} levels.")
+            elif not beyond and all(standing(r) == "within_spread" for r in seen):
+                out.append(head + f"detectable at {len(seen)} of {len(rows)} levels, and at each of them the whole "
+                           "interval lies within one between-seed SD of the comparator arm: " + "; ".join(map(at, seen)) + ".")
             elif not beyond:
-                out.append(head + f"detectable at {len(seen)} of {len(rows)} levels, but within the seed spread at "
-                           "every level (no interval lies beyond one between-seed SD): " + "; ".join(map(at, seen)) + ".")
+                out.append(head + f"detectable at {len(seen)} of {len(rows)} levels, not shown beyond one between-seed "
+                           "SD of the comparator arm at any: " + "; ".join(map(at, seen)) + ".")
             else:
                 rest = len(seen) - len(beyond)
                 out.append(head + f"beyond the seed spread at {len(beyond)} of {len(rows)} levels: "
                            + "; ".join(map(at, beyond))
-                           + (f"; detectable but within the spread at {rest} more." if rest else "."))
+                           + (f"; detectable but not shown beyond the spread at {rest} more." if rest else "."))
     scale = sorted((r for r in data["differences"] if r["comparison"] == "final_only - none"
                     and r["metric"] == "expected_parity_rate"), key=lambda r: moves[r["level"]])
     if scale:
