@@ -8,7 +8,7 @@ import pytest
 
 from litrepro import methods, recorded
 from litrepro.paths import RENDERED
-from litrepro.provenance import sha256_file, source_hashes
+from litrepro.provenance import sha256_file, rendered_hashes
 from litrepro.worker import job_parameters
 
 SEEDS = (42, 43, 44)
@@ -23,7 +23,7 @@ def test_rendered_seed_is_current_with_the_sources(name, seed):
     path = RENDERED / name / f"seed-{seed}.json"
     assert path.is_file(), f"{path} missing: run `make reproduce`"
     prov = json.loads(path.read_text())["provenance"]
-    stale = sorted(k for k, v in source_hashes(name).items() if prov["source_sha256"].get(k) != v)
+    stale = sorted(k for k, v in rendered_hashes(name).items() if prov["source_sha256"].get(k) != v)
     assert not stale, f"rendered/{name}/seed-{seed} is stale for {stale}: run `make reproduce` and commit rendered/"
     assert prov["notebook_sha256"] == sha256_file(methods.get(name).notebook)
     assert prov["parameters"] == job_parameters(methods.get(name), seed, None, {})
@@ -33,7 +33,7 @@ def test_rendered_seed_is_current_with_the_sources(name, seed):
 @pytest.mark.parametrize("name", sorted(methods.METHODS))
 def test_summary_covers_the_seeds_and_every_contract_name(name):
     summary = json.loads((RENDERED / name / "summary.json").read_text())
-    assert summary["seeds"] == list(SEEDS) and summary["provenance"]["source_sha256"] == source_hashes(name)
+    assert summary["seeds"] == list(SEEDS) and summary["provenance"]["source_sha256"] == rendered_hashes(name)
     for metric, stats in summary["metrics"].items():
         values = [row["metrics"][metric] for row in summary["per_seed"]]
         assert stats["n"] == 3 and stats["mean"] == pytest.approx(sum(values) / 3)

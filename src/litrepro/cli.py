@@ -22,7 +22,7 @@ import litrepro._imports  # noqa: F401  (before nbformat: skips a 3 s import)
 from litrepro import methods
 from litrepro.errors import LitreproError, UsageError
 from litrepro.params import ParameterError, load_file, parse_override
-from litrepro.provenance import source_hashes
+from litrepro.provenance import rendered_hashes
 from litrepro.paths import RENDERED
 
 
@@ -295,7 +295,7 @@ def _run_jobs(args, jobs, scratch, reuse, client, cluster) -> tuple[list[dict], 
     """Skip current jobs, run the rest locally or on Dask; closes the Dask client."""
     from litrepro import runner
 
-    hashes = {m: source_hashes(m) for m in args.methods}  # hashed once, not once per job
+    hashes = {m: rendered_hashes(m) for m in args.methods}  # hashed once, not once per job
     todo = [j for j in jobs if args.force or not runner.is_fresh(j, hashes[j.method])]
     skipped = len(jobs) - len(todo)
     if skipped:

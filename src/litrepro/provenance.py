@@ -18,7 +18,9 @@ from litrepro.paths import NOTEBOOKS, PACKAGE, PARAMETERS, ROOT
 
 #: Shared modules every method notebook imports (the runner and CLI are not sources).
 SHARED_MODULES = ("__init__.py", "atomic.py", "errors.py", "guard.py", "params.py", "paths.py",
-                  "plotting.py", "recorded.py", "report.py", "seeding.py", "stats.py", "prose.py", "findings.py")
+                  "plotting.py", "recorded.py", "report.py", "seeding.py", "stats.py")
+#: Modules that only word what a notebook prints: they change a rendered notebook, never a computed number.
+WORDING_MODULES = ("prose.py", "findings.py")
 #: Committed study outputs a method notebook reads and prints findings from (``litrepro.findings``).
 STUDY_OUTPUTS = {"pinterest_rlbp": ("backup_study.json",), "waypoint_opd": ("effect_study.json",)}
 SUBPACKAGE = {"pinterest_rlbp": "rlbp", "waypoint_opd": "waypoint"}
@@ -30,17 +32,29 @@ def sha256_file(path: Path) -> str:
 
 
 def source_files(method: str) -> list[Path]:
-    """The files whose content determines ``method``'s rendered output."""
+    """The code and settings whose content determines ``method``'s numbers (what a study depends on)."""
     files = [PACKAGE / name for name in SHARED_MODULES]
     files += sorted((PACKAGE / SUBPACKAGE[method]).glob("*.py"))
     files += [NOTEBOOKS / f"{method}.ipynb", PARAMETERS / f"{method}.yaml", PACKAGE / "recorded_figures" / f"{method}.json"]
+    return files
+
+
+def rendered_files(method: str) -> list[Path]:
+    """Everything a rendered notebook of ``method`` depends on: :func:`source_files`, the wording modules and the
+    committed study JSON it prints findings from (a study output is never a source of that study itself)."""
+    files = source_files(method) + [PACKAGE / name for name in WORDING_MODULES]
     files += [p for p in (ROOT / "rendered" / method / name for name in STUDY_OUTPUTS.get(method, ())) if p.exists()]
     return files
 
 
 def source_hashes(method: str) -> dict[str, str]:
-    """``{path relative to the repo: sha256}`` for :func:`source_files`."""
+    """``{path relative to the repo: sha256}`` for :func:`source_files` (a study's freshness)."""
     return {str(p.relative_to(ROOT)): sha256_file(p) for p in source_files(method)}
+
+
+def rendered_hashes(method: str) -> dict[str, str]:
+    """``{path relative to the repo: sha256}`` for :func:`rendered_files` (a rendered seed's freshness)."""
+    return {str(p.relative_to(ROOT)): sha256_file(p) for p in rendered_files(method)}
 
 
 def package_versions() -> dict[str, str]:

@@ -20,7 +20,7 @@ import pandas as pd
 
 from litrepro import calibration, methods, recorded
 from litrepro.paths import ROOT
-from litrepro.provenance import package_versions, source_hashes
+from litrepro.provenance import package_versions, rendered_hashes
 from litrepro.report import fmt, fmt_zero
 from litrepro.results import read_result, seed_result_names  # noqa: F401  (seed_result_names: re-exported)
 from litrepro.stats import fmt_ci, verdict
@@ -90,7 +90,7 @@ def summarise(method: str, results: list[Mapping[str, Any]]) -> dict[str, Any]:
         "comparison_with_recorded": comparison(method, metrics),
         "recorded_seed_file": seed_file["_file"] if seed_file else None,
         "provenance": {
-            "source_sha256": source_hashes(method),
+            "source_sha256": rendered_hashes(method),
             "dataset_fingerprints": {str(r["seed"]): r["dataset_fingerprint"] for r in results},
             "parameters": {str(r["seed"]): r["provenance"]["parameters"] for r in results},
             "packages": package_versions(),

@@ -39,7 +39,7 @@ from litrepro import atomic, methods
 from litrepro.kernels import KernelError, KernelSlot
 from litrepro.params import as_dict, load_file
 from litrepro.paths import NOTEBOOKS, relative
-from litrepro.provenance import package_versions, sha256_file, source_hashes
+from litrepro.provenance import package_versions, sha256_file, rendered_hashes
 
 _VOLATILE = ("start_time", "end_time", "duration")
 #: Fault injection for the fault tests: ``<where>:<method>:<seed>[:<once-file>]`` makes the process at
@@ -240,7 +240,7 @@ def execute(method_name: str, seed: int, out_dir: str, device: str | None = None
         executed_at = time.perf_counter()
         results = json.loads((tmp / "result.json").read_text())
         results["provenance"] = {
-            "source_sha256": source_hashes(method_name),
+            "source_sha256": rendered_hashes(method_name),
             "notebook_sha256": sha256_file(method.notebook),
             "parameters": params,
             "packages": package_versions(),
