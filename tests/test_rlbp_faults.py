@@ -858,3 +858,22 @@ def test_every_issue_21_check_has_a_fault_test():
     new = {"random_streams_rederived", "stage_draws_replayed", "paired_arms_share_draws", "backups_share_draws",
            "effective_settings_match_config", "standard_errors_match_reference", "reported_figures_match_audit"}
     assert new <= caught, sorted(new - caught)
+
+
+@pytest.mark.guards("no_live_bidder_or_model_calls")
+def test_a_model_load_inside_a_stage_fails_the_offline_check(monkeypatch):
+    """A stage that tries to load a pretrained checkpoint (``torch.load``) is seen by the offline guard:
+    ``no_live_bidder_or_model_calls`` turns false and ``pretrained_model_calls`` counts the attempt."""
+    real = ex.collect_logged_data
+
+    def with_a_checkpoint(world, generator):
+        try:
+            torch.load("pretrained-bidder.pt")
+        except Exception:                 # the guard refuses it; the attempt is what counts
+            pass
+        return real(world, generator)
+
+    monkeypatch.setattr(ex, "collect_logged_data", with_a_checkpoint)
+    results = ex.run(SMALL, sweep=False)
+    assert results["checks"]["no_live_bidder_or_model_calls"] is False
+    assert results["metrics"]["pretrained_model_calls"] >= 1
