@@ -18,7 +18,9 @@ from litrepro.paths import ROOT
 
 JSONS = ["rendered/pinterest_rlbp/backup_study.json", "rendered/pinterest_rlbp/policy_comparison.json",
          "rendered/pinterest_rlbp/lambda_frontier.json", "rendered/pinterest_rlbp/summary.json",
-         "rendered/waypoint_opd/effect_study.json", "rendered/waypoint_opd/summary.json", "rendered/benchmarks.json"]
+         "rendered/waypoint_opd/effect_study.json", "rendered/waypoint_opd/summary.json", "rendered/benchmarks.json",
+         "rendered/pinterest_rlbp/diagnosis.json", "rendered/pinterest_rlbp/td_calibration.json",
+         "rendered/waypoint_opd/dose_response.json"]
 
 
 @pytest.fixture
@@ -53,7 +55,13 @@ def test_every_registered_block_is_on_its_page():
     ("rendered/pinterest_rlbp/backup_study.json",
      lambda d: d["headroom"]["oracle_minus_fixed"][0].update(mean_difference=0.04847), "README.md"),
     ("rendered/pinterest_rlbp/backup_study.json",
-     lambda d: d["backups"][3]["learned_minus_fixed"].update(ci95_low=0.0001), "README.md"),
+     lambda d: d["backups"][-1]["learned_minus_fixed"].update(ci95_low=0.0001), "README.md"),
+    ("rendered/pinterest_rlbp/diagnosis.json",
+     lambda d: d["summary"]["arms"][1]["minus_fixed_gain"].update(ci95_low=-0.01), "README.md"),
+    ("rendered/pinterest_rlbp/td_calibration.json",
+     lambda d: d["calibration_table"][0].update(z_explained=2.5), "README.md"),
+    ("rendered/waypoint_opd/dose_response.json",
+     lambda d: d["differences"][0].update(ci95_low=-1.0), "docs/waypoint_opd.md"),
     ("rendered/pinterest_rlbp/policy_comparison.json",
      lambda d: d["comparisons"][6].update(ci95_high=0.1), "docs/pinterest_rlbp.md"),
     ("rendered/pinterest_rlbp/lambda_frontier.json", lambda d: d["points"][2].update(value=1.6), "docs/pinterest_rlbp.md"),
@@ -92,10 +100,16 @@ def test_check_fails_on_a_typed_number_in_notebook_markdown(tree):
 
 
 def test_check_fails_on_an_edited_block(tree):
+    """One digit changed inside a generated block (here the first decimal of the rlbp study's block) is refused."""
+    import re
+
     readme = tree / "README.md"
     text = readme.read_text()
-    assert "+0.047 [+0.046, +0.049]" in text
-    readme.write_text(text.replace("+0.047 [+0.046, +0.049]", "+0.048 [+0.046, +0.049]", 1))
+    start = text.index(claims.BEGIN.format(name="headline-rlbp-study"))
+    m = re.compile(r"\d\.\d+").search(text, start)
+    digit = m.end() - 1
+    edited = text[:digit] + str((int(text[digit]) + 1) % 10) + text[digit + 1:]
+    readme.write_text(edited)
     problems = claims.check(tree)
     assert len(problems) == 1 and problems[0].startswith("README.md: block 'headline-rlbp-study' differs"), problems
 

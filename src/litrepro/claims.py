@@ -92,7 +92,7 @@ CODE_CONSTANTS: tuple[tuple[str, str, str], ...] = (
 QUOTED_CHECK_CONSTANTS: dict[str, tuple[Any, str]] = {
     "ips_fixture_weights": ((2, 0.5, 0.2), "litrepro.rlbp.fixtures"),
     "ips_fixture_hand_value": (0.8, "litrepro.rlbp.fixtures"),
-    "auction_draws_tolerance": (0.01, "litrepro.rlbp.experiment"),
+    "auction_draws_tolerance": (0.01, "litrepro.rlbp.audit"),
 }
 
 _BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {}
