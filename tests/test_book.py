@@ -91,6 +91,16 @@ def test_every_study_interval_is_shown(built):
                 assert table.group(1).count("<tr>") == n + 1, path                  # header + every row
 
 
+def test_per_arm_per_seed_records_become_rows_whatever_their_shape():
+    """A study's arm -> seed -> record mapping is a table even when a record is not a dict, as in
+    backup_study.json's ``refused_arms`` (arm -> seed -> the checks that failed)."""
+    data = {"refused_arms": {"policy": {"53": ["fusion_changes_preference"]}},
+            "per_seed": {"max_min": {"42": {"gain": 0.5, "checks": {"a": True}}}}}
+    tables = dict(book.record_tables(data))
+    assert tables["refused_arms"] == [{"arm": "policy", "seed": 53, "value": ["fusion_changes_preference"]}]
+    assert tables["per_seed"] == [{"arm": "max_min", "seed": 42, "gain": 0.5, "checks.a": True}]
+
+
 def test_the_trust_report_lists_every_rendered_check(built):
     site, _ = built
     text = (site / "trust.html").read_text()
@@ -146,7 +156,7 @@ def test_every_guards_mark_names_a_check_or_metric_its_test_asserts(registry):
     known = set()
     for method in trust.AUDIT_MODULES:
         guards, arms = trust.registry(method)
-        known |= set(guards or {}) | set(arms)
+        known |= set(guards or {}) | set(arms) | set(trust.study_tallies(method, arms))
         for path in (RENDERED / method).glob("seed-*.json"):
             data = json.loads(path.read_text())
             known |= {k for key, v in data.items() if isinstance(v, dict) for k in v}

@@ -69,5 +69,9 @@ def test_counts_and_tallies():
 def test_mean_sd_and_z():
     assert prose.mean_sd(4.8621, 0.0163) == "4.862 ± 0.016"
     assert prose.mean_sd(0.80412, 0.0321) == "0.804 ± 0.032"
+    assert prose.mean_sd(6.7e-16, 3.8e-16, floor=prose.ROUNDING) == "< 1e-12"
+    assert prose.mean_sd(6.7e-16, 3.8e-16) == "6.7e-16 ± 3.8e-16"             # no floor: the digits
+    assert prose.mean_sd(0.0, 0.0, floor=prose.ROUNDING) == "0 ± 0"             # exactly 0 on every seed
+    assert prose.mean_sd(2e-12, 0.0, floor=prose.ROUNDING) == "2e-12 ± 0"       # above the floor: the digits
     assert prose.z(1.6123) == "+1.6"
     assert prose.z(-0.4567) == "-0.5"

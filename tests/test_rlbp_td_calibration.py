@@ -102,6 +102,43 @@ def test_a_relaxation_that_re_bootstraps_its_targets_is_caught(monkeypatch):
     assert row["checks"]["relaxation_identity"] is False
 
 
+@pytest.mark.guards("quadratic_matches_direct")
+def test_a_quadratic_with_the_cross_term_sign_flipped_is_caught(monkeypatch):
+    monkeypatch.setattr(tc, "loss_at", lambda abc, c, s=1.0: abc[0] * c * c + 2.0 * abc[1] * c * s + abc[2] * s * s)
+    row = tc.seed_figures(RLBPConfig(seed=3, **TINY))
+    assert row["checks"]["quadratic_matches_direct"] is False
+
+
+@pytest.mark.guards("decomposition_sums")
+def test_a_cross_moment_taken_from_the_target_alone_is_caught(monkeypatch):
+    """A copy-paste slip: mean y*y where mean q*y belongs; the pieces then no longer sum to the loss."""
+    original = tc.head_terms
+
+    def slipped(critic, batch, gamma):
+        out = original(critic, batch, gamma)
+        for t in out.values():
+            t["cross"] = t["target_second_moment"]
+        return out
+
+    monkeypatch.setattr(tc, "head_terms", slipped)
+    row = tc.seed_figures(RLBPConfig(seed=3, **TINY))
+    assert row["checks"]["decomposition_sums"] is False
+
+
+@pytest.mark.guards("unit_law_exact")
+def test_a_retraining_unit_that_forgets_the_cpc_cost_is_caught(monkeypatch):
+    """``rescaled`` that scales r^v and the fused reward but leaves the CPC cost in unit 1."""
+    monkeypatch.setattr(tc, "rescaled", lambda batch, c: dataclasses.replace(
+        batch, value_reward=c * batch.value_reward, reward=c * batch.reward))
+    row = tc.seed_figures(RLBPConfig(seed=3, **TINY), unit=0.1)
+    assert row["checks"]["unit_law_exact"] is False
+
+
+def test_every_study_check_is_registered(tiny_row):
+    assert set(tiny_row["checks"]) == set(tc.STUDY_GUARDS)
+    assert all(stage and line for stage, line in tc.STUDY_GUARDS.values())
+
+
 # --- the committed study (not re-run) -----------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -243,10 +243,13 @@ def _recorded_table(root: Path, method: str) -> str:
         if not run or not rec:
             continue
         z = (run["mean"] - rec["mean"]) / rec["std"] if rec.get("std") else None
-        rows.append([f"`{name}`", prose.mean_sd(run["mean"], run["std"]), prose.mean_sd(rec["mean"], rec["std"]),
+        rows.append([f"`{name}`", prose.mean_sd(run["mean"], run["std"], floor=prose.ROUNDING),
+                     prose.mean_sd(rec["mean"], rec["std"]),
                      prose.z(z) if z is not None else "(recorded SD 0)"])
     return (f"Seeds {', '.join(map(str, s['seeds']))}, mean ± sample SD, beside the seed file's figures; z = (run mean − "
-            f"recorded mean) / recorded SD (`rendered/{method}/summary.json`).\n\n"
+            f"recorded mean) / recorded SD (`rendered/{method}/summary.json`). A run figure shown as "
+            f"`< {prose.ROUNDING:.0e}` has \\|mean\\| + SD below {prose.ROUNDING:.0e}: float64 rounding, whose digits differ "
+            f"between CPUs.\n\n"
             + _table(["figure", "this run", "recorded", "z"], rows))
 
 

@@ -117,12 +117,20 @@ def tally_sentence(rows: Iterable[Mapping[str, float]], *, higher: str = "higher
     return ", ".join([head] + [f"{w} in {k}" for w, k in parts[1:]])
 
 
-def mean_sd(mean: float, sd: float, sig: int = 4) -> str:
+#: Below this, an error figure is float64 rounding (a few ulps of O(1) numbers); its digits differ between CPUs.
+ROUNDING = 1e-12
+
+
+def mean_sd(mean: float, sd: float, sig: int = 4, *, floor: float | None = None) -> str:
     """``'4.862 ± 0.016'``: a level and its spread, the mean at ``sig`` significant digits and the SD at 2.
 
     The mean is shown to the decimal of the SD's second significant digit when that is coarser,
-    so no digit is printed that the spread makes meaningless.
+    so no digit is printed that the spread makes meaningless.  With ``floor``, a figure that is
+    not exactly 0 but has 0 < |mean| + sd < floor prints as ``'< floor'``: rounding error, whose
+    digits would change from one CPU to another.
     """
+    if floor is not None and 0 < abs(mean) + abs(sd) < floor:
+        return f"< {floor:.0e}"
     if sd > 0 and math.isfinite(sd):
         decimals = max(0, 1 - math.floor(math.log10(sd)))
         if decimals <= 6:

@@ -32,6 +32,8 @@ from litrepro.paths import RENDERED, ROOT
 
 #: Method -> the module holding its check registry ``GUARDS`` (and, optionally, ``ARM_CHECKS``).
 AUDIT_MODULES = {"pinterest_rlbp": "litrepro.rlbp.audit", "waypoint_opd": "litrepro.waypoint.registry"}
+#: Method -> study modules whose own checks (``STUDY_GUARDS``, same shape as ``GUARDS``) join its registry.
+STUDY_MODULES = {"pinterest_rlbp": ("litrepro.rlbp.td_calibration",), "waypoint_opd": ()}
 FAULT_AUDITS = RENDERED / "fault_audits.json"
 NOT_REGISTERED = "not registered"
 
@@ -75,7 +77,12 @@ def registry(method: str) -> tuple[dict[str, tuple[str, str]] | None, dict[str, 
         if exc.name == name:
             return None, {}
         raise
-    return getattr(module, "GUARDS", None), dict(getattr(module, "ARM_CHECKS", {}))
+    guards = getattr(module, "GUARDS", None)
+    if guards is not None:
+        guards = dict(guards)
+        for study in STUDY_MODULES.get(method, ()):
+            guards.update(getattr(importlib.import_module(study), "STUDY_GUARDS", {}))
+    return guards, dict(getattr(module, "ARM_CHECKS", {}))
 
 
 def _seed_files(folder: Path) -> list[tuple[int, Path]]:

@@ -258,7 +258,11 @@ def intervals_table(data: Any, table_id: str) -> tuple[str, int]:
     return table_html(headers, rows, table_id), len(rows)
 
 
-def _flatten(record: dict, prefix: str = "", depth: int = 0) -> dict[str, Any]:
+def _flatten(record: Any, prefix: str = "", depth: int = 0) -> dict[str, Any]:
+    """One table row from a record: nested dicts become dotted columns; a record that is not a dict
+    (a list of failed checks in `refused_arms`, say) becomes the single column "value"."""
+    if not isinstance(record, dict):
+        return {"value": record}
     out: dict[str, Any] = {}
     for k, v in record.items():
         key = f"{prefix}{k}"

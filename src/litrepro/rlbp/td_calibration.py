@@ -78,6 +78,23 @@ FIT_SEEDS = (42, 43, 44)
 RTOL = 1e-9
 
 
+#: The study's own checks: {check: (stage, what it recomputes)}, shown in the trust report beside
+#: :data:`litrepro.rlbp.audit.GUARDS` (``litrepro.trust``); each has a fault test in
+#: ``tests/test_rlbp_td_calibration.py``.
+STUDY_GUARDS: dict[str, tuple[str, str]] = {
+    "quadratic_matches_direct": ("td_calibration.seed_figures (a)", "L(c, s) from the fitted (A, B, C) against the "
+                                 "held-out TD loss recomputed directly at every scale, rewards alone and jointly"),
+    "decomposition_sums": ("td_calibration.head_terms", "per head, mean q^2 - 2 mean qy + mean y^2 against the "
+                           "loss mean (q - y)^2 computed directly"),
+    "loop_matches_pipeline": ("td_calibration.heldout_curve", "the per-step curve's two ends against train_critic's "
+                              "heldout_before / heldout_after on the same data, weights and minibatch rows"),
+    "relaxation_identity": ("td_calibration.relaxation_ratio", "one relaxation step's loss ratio against "
+                            "(1 - alpha)^2 = 0.9025"),
+    "unit_law_exact": ("td_calibration.seed_figures (a, retraining)", "the critic's TD loss in unit k against "
+                       "k^2 times its loss in unit 1"),
+}
+
+
 # --- the experiment's pieces (pure functions, tested on tiny cases) ---------------------------
 
 def rescaled(batch: Transitions, c: float) -> Transitions:
