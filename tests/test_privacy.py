@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from users import as_nobody
 
 from litrepro.kernels import KernelSlot
 
@@ -93,24 +93,11 @@ def test_kernel_has_no_tcp_socket_and_no_abstract_socket(long_scratch, reuse):
     assert not folder.exists()
 
 
-def _as_nobody(code: str) -> subprocess.CompletedProcess | None:
-    """Run ``code`` in Python as user nobody; None when this process cannot switch users."""
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() != 0 or setpriv is None:
-        return None
-    import pwd
-
-    try:
-        nobody = pwd.getpwnam("nobody")
-    except KeyError:
-        return None
-    return subprocess.run([setpriv, f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
-                           sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux sockets")
 def test_another_user_cannot_connect_to_the_kernel(long_scratch):
-    probe = _as_nobody("print('ok')")
+    probe = as_nobody("print('ok')", timeout=60)
     if probe is None or probe.returncode != 0:
         pytest.skip("cannot drop to user nobody here (needs root and setpriv)")
     slot = KernelSlot(reuse=1, scratch=long_scratch, preload=False, timeout=120)
@@ -122,7 +109,7 @@ def test_another_user_cannot_connect_to_the_kernel(long_scratch):
         code = ("import socket, sys\nok = 0\nfor p in sys.argv[1:]:\n    s = socket.socket(socket.AF_UNIX)\n"
                 "    try:\n        s.connect(p); ok += 1\n    except OSError as e:\n        print(e.errno)\n"
                 "print('connected', ok)")
-        proc = _as_nobody(code.replace("sys.argv[1:]", repr(paths)))
+        proc = as_nobody(code.replace("sys.argv[1:]", repr(paths)), timeout=60)
         assert proc.returncode == 0, proc.stderr
         assert "connected 0" in proc.stdout, proc.stdout
         # control: the owner connects to the same paths

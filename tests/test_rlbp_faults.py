@@ -638,6 +638,12 @@ def _agreement_with_value_argmax(original):
     return fusion
 
 
+def _lam_dropped(original):
+    def fit(world, critic, data, generator, lam=None):
+        return original(world, critic, data, generator)                   # fault: the row's lambda never arrives
+    return fit
+
+
 def _sweep_rows_shifted(original):
     def sweep(world, critic, data, days, generator, lambdas=ex.LAMBDAS):
         rows = original(world, critic, data, days, generator, lambdas)
@@ -708,6 +714,9 @@ FAULTS.update(ISSUE21_FAULTS)
 SWEEP_FAULTS = {
     "lambda sweep rows misaligned": ([(ex, "lambda_sweep", _sweep_rows_shifted(ex.lambda_sweep))], "extra",
                                      "paired_arms_share_draws"),
+    # the fourth unseen audit's one miss: every row refits the actor at the run's own lambda
+    "lambda sweep refits every actor at the run's lambda": ([(ex, "fit_actor", _lam_dropped(ex.fit_actor))], "extra",
+                                                            "effective_settings_match_config"),
 }
 
 

@@ -127,6 +127,9 @@ def test_interval_bounds_print_rounded_outward():
     assert fmt_ci(-0.0234, 0.0105) == "[-0.024, +0.011]"
     assert fmt_ci(0.0105, 0.0213) == "[+0.010, +0.022]"
     assert fmt_ci(-0.00149, 0.00149) == "[-0.0015, +0.0015]"
+    assert fmt_ci(2.7158, 36.213) == "[+2.7, +37]"                    # no bare trailing point
+    assert fmt_ci(-150.2, 9.96) == "[-1.6e+02, +10]"
+    assert fmt_ci(0.5, 1.0) == "[+0.50, +1.0]"                       # trailing zeros kept
 
 
 def test_headroom_share_interval_contains_the_share():

@@ -68,6 +68,18 @@ def test_a_zero_initialised_critic_gives_exponent_2_for_rewards_alone():
     assert tc.reward_only_floor(abc) == 0
 
 
+@pytest.mark.parametrize("cv_a, n_a, cv_b, n_b", [(0.59, 3, 0.10, 20), (0.2, 3, 0.10, 20), (0.1, 5, 0.3, 12),
+                                                    (0.15, 10, 0.12, 10)])
+def test_the_spread_ratio_interval_excludes_1_exactly_when_the_f_test_rejects(cv_a, n_a, cv_b, n_b):
+    from scipy import stats as sps
+
+    got = tc.spread_ratio(cv_a, n_a, cv_b, n_b)
+    f = (cv_a / cv_b) ** 2
+    p = 2 * min(sps.f.cdf(f, n_a - 1, n_b - 1), sps.f.sf(f, n_a - 1, n_b - 1))   # two-sided variance-ratio test
+    assert got["ci95_low"] < got["estimate"] < got["ci95_high"]
+    assert (got["ci95_low"] > 1 or got["ci95_high"] < 1) == (p < 0.05)
+
+
 def test_first_step_at_or_below():
     assert tc.first_step_at_or_below([1.0, 0.95, 0.9, 0.8], 0.9025) == 2
     assert tc.first_step_at_or_below([1.0, 0.95], 0.9025) is None

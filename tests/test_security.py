@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from users import as_nobody
 
 from conftest import TINY, run_cli
 from litrepro import cli, methods, outdir, params
@@ -44,19 +45,6 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 # ---------------------------------------------------------------- case 1: another user and the Dask cluster
 
-def _as_nobody(code: str, *args: str) -> subprocess.CompletedProcess | None:
-    """``code`` run by Python as user nobody; None when this process cannot switch users (not root, no setpriv)."""
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() != 0 or setpriv is None:
-        return None
-    import pwd
-
-    try:
-        nobody = pwd.getpwnam("nobody")
-    except KeyError:
-        return None
-    return subprocess.run([setpriv, f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
-                           sys.executable, "-I", "-c", code, *args], capture_output=True, text=True, timeout=120)
 
 
 _INTRUDER = """
@@ -83,7 +71,7 @@ def test_case1_another_local_user_cannot_run_code_through_the_runs_dask_cluster(
     """Case 1: a distributed.Client started by user nobody connected to the run's local scheduler and ran
     code as the owner.  Now the cluster speaks TLS with this run's certificates only: nobody is refused."""
     pytest.importorskip("dask.distributed")
-    probe = _as_nobody("import distributed")
+    probe = as_nobody("import distributed")
     if probe is None or probe.returncode != 0:
         pytest.skip("cannot run Python as user nobody here (needs root and setpriv)")
     from litrepro.scheduler import connect
@@ -91,7 +79,7 @@ def test_case1_another_local_user_cannot_run_code_through_the_runs_dask_cluster(
     client, cluster = connect("dask", workers=1, local_directory=tmp_path / "dask")
     try:
         assert client.run_on_scheduler(os.getuid) == os.getuid()              # control: the run's own client works
-        proc = _as_nobody(_INTRUDER, cluster.scheduler_address)
+        proc = as_nobody(_INTRUDER, cluster.scheduler_address)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "RAN CODE" not in proc.stdout and proc.stdout.count("REFUSED") >= 2, proc.stdout
     finally:

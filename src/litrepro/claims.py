@@ -771,7 +771,11 @@ def opd_dose_response(root: Path) -> str:
     from litrepro.waypoint import dose_response
 
     data = load(root, DOSE_RESPONSE)
-    return _dose_tally(data) + "\n\n" + _bullets(dose_response.findings(data))
+    n = len(data["differences"])
+    note = (f"Each of the {n} intervals in `differences` is a paired 95% t interval on its own, not adjusted for the "
+            "number of intervals: at 95% each, about one in twenty intervals would exclude 0 by chance alone when there "
+            "is no difference.")
+    return _dose_tally(data) + "\n\n" + _bullets(dose_response.findings(data) + [note])
 
 
 @block("bounds", "docs/security.md")

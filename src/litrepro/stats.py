@@ -96,6 +96,6 @@ def round_outward(x: float, sig: int, up: bool) -> float:
 
 def fmt_ci(low: float, high: float, sig: int = 2) -> str:
     """``[low, high]`` with the low bound rounded down and the high bound rounded up (outward), ``sig`` digits."""
-    def show(x: float) -> str:
-        return f"{x:+#.{sig}g}" if x != 0 else "0"
+    def show(x: float) -> str:          # '#' keeps trailing zeros (+0.50); a bare trailing point (+37.) goes
+        return f"{x:+#.{sig}g}".rstrip(".") if x != 0 else "0"
     return f"[{show(round_outward(low, sig, up=False))}, {show(round_outward(high, sig, up=True))}]"

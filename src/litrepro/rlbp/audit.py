@@ -831,6 +831,8 @@ def effective_settings(world: World, data: dict, days_report: dict, critic_repor
            max(1, math.ceil(cfg.heldout_fraction * cfg.n_campaigns)))
     if sweep:
         expect("lambda sweep", [r["lambda"] for r in sweep], SWEEP_LAMBDAS)
+        for r in sweep:                                  # each row's actor trained at that row's lambda
+            expect(f"lambda sweep row {r['lambda']} actor lambda", r.get("actor_lambda"), r["lambda"])
     record = {"critic": calls, "actor": {k: v for k, v in a.items()}, "behaviour_epsilon": eps_used,
               "top_k": actor_report["support_sizes"], "logged_days": len(data["logs"]),
               "eval_days": len(days_report["eval_day_hashes"]), "lambda_sweep": [r["lambda"] for r in sweep]}

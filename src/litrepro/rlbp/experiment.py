@@ -498,7 +498,9 @@ def lambda_sweep(world: World, critic: TwoHeadCritic, data: dict, days: list, ge
     (``actor_init``, ``actor_minibatches``) and its truth stream (``truth/learned``), so two
     lambdas that yield the same actor yield the same row, the rows differ only through
     lambda, and the row at the run's ``lambda_cpc`` is the served policy's truth.
-    ``actor_draws`` (:func:`actor_draws`) lets the audit check that they shared the draws.
+    ``actor_draws`` (:func:`actor_draws`) lets the audit check that they shared the draws, and
+    ``actor_lambda`` (the lambda the actor's training loop used, read back from its report) that
+    each row's actor was trained at the row's lambda.
     """
     rows = []
     streams = as_streams(generator)
@@ -508,7 +510,7 @@ def lambda_sweep(world: World, critic: TwoHeadCritic, data: dict, days: list, ge
                                world.cfg.lambda_cpc)
         truth.pop("raw")
         rows.append({"lambda": lam, "value": truth["value"], "cpc_overshoot": truth["cpc_overshoot"],
-                     "actor_draws": report["actor_draws"]})
+                     "actor_draws": report["actor_draws"], "actor_lambda": report["settings"]["lam"]})
     return rows
 
 

@@ -71,19 +71,14 @@ GATE_COMPARISONS = COMPARISONS[:3]
 
 
 def source_hashes() -> dict[str, str]:
-    """sha256 of each file in :data:`SOURCES`, of the config's defaults and of the corpus loading code."""
-    import dataclasses
+    """The effect study's hashes over :data:`SOURCES` (files, config defaults, corpus loading), and one of
+    this module's computing functions and constants."""
     import inspect
     import json
 
-    from litrepro.waypoint import corpus
-    from litrepro.waypoint.config import WaypointConfig
+    from litrepro.waypoint import effect_study
 
-    out = {name: hashlib.sha256((ROOT / name).read_bytes()).hexdigest() for name in SOURCES}
-    defaults = json.dumps(dataclasses.asdict(WaypointConfig()), sort_keys=True)
-    out["WaypointConfig defaults"] = hashlib.sha256(defaults.encode()).hexdigest()
-    code = inspect.getsource(corpus.Corpus) + inspect.getsource(corpus.load)
-    out["corpus.Corpus + corpus.load"] = hashlib.sha256(code.encode()).hexdigest()
+    out = effect_study.source_hashes(SOURCES)
     this = globals()
     code = "".join(inspect.getsource(this[name]) for name in COMPUTING) + json.dumps(
         [LEVELS, PRETRAIN_LR, START, METRICS, COMPARISONS], sort_keys=True)

@@ -54,15 +54,16 @@ class StudyRefused(ValueError):
     """A check failed on some seed (or its arms were not paired): no interval is computed."""
 
 
-def source_hashes() -> dict[str, str]:
-    """sha256 of each file in :data:`SOURCES`, of the config's defaults and of the corpus loading code."""
+def source_hashes(sources: tuple[str, ...] = SOURCES) -> dict[str, str]:
+    """sha256 of each file in ``sources`` (default :data:`SOURCES`), of the config's defaults and of the
+    corpus loading code (the dose-response study adds its own entries to these)."""
     import dataclasses
     import inspect
 
     from litrepro.waypoint import corpus
     from litrepro.waypoint.config import WaypointConfig
 
-    out = {name: hashlib.sha256((ROOT / name).read_bytes()).hexdigest() for name in SOURCES}
+    out = {name: hashlib.sha256((ROOT / name).read_bytes()).hexdigest() for name in sources}
     defaults = json.dumps(dataclasses.asdict(WaypointConfig()), sort_keys=True)
     out["WaypointConfig defaults"] = hashlib.sha256(defaults.encode()).hexdigest()
     code = inspect.getsource(corpus.Corpus) + inspect.getsource(corpus.load)
