@@ -625,7 +625,8 @@ def audit_comparison(cfg, comparison: dict, student_init, waypoints, corpus, see
         if arm in ARM_GATES:
             gates_ok = rec["gate_kind"] == ARM_GATES[arm] and bool(comparison[arm]["mean_gate"])
             if arm == "final_only":
-                gates_ok = gates_ok and all(x == 1.0 for x in comparison[arm]["mean_gate"])
+                # within GATE_TOL, not exactly: on CUDA a mean of unit gates can land an ulp below 1
+                gates_ok = gates_ok and all(abs(x - 1.0) <= GATE_TOL for x in comparison[arm]["mean_gate"])
             first = check_opd_steps(cfg, rec["records"], waypoints, data=data, gate_kind=ARM_GATES[arm],
                                     prefix="arm")
             gates_ok = gates_ok and first["checks"]["arm_gates_match_reference"]

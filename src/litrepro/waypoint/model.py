@@ -91,8 +91,10 @@ def next_byte_nll(policy: BytePolicy, tokens: Tensor) -> Tensor:
 def nats_per_byte(policy: BytePolicy, tokens: Tensor, window: int) -> float:
     """NLL per predicted byte over a whole split, scored in non-overlapping windows.
 
-    The first byte of each window has no context and is not scored.
+    The first byte of each window has no context and is not scored.  ``tokens`` may live on another
+    device than ``policy`` (the corpus is held on the CPU); they are scored on the policy's.
     """
+    tokens = tokens.to(policy.embed.device)                                  # (n,) no copy when already there
     n = tokens.numel()
     full = (n // window) * window
     total, count = 0.0, 0
