@@ -73,7 +73,14 @@ dose-response: corpus
 	$(BIN)/python studies/waypoint_dose_response.py --seeds 42-57 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
-# pinterest_rlbp: arms that isolate the cause of the learned policy's deficit, 20 seeds, paired CIs (about 6 min on 2 cores)
+# pinterest_rlbp: the learned bidder against the critic's budget (4 backups x 5 budgets), a convergence rule, data scaling
+# and three baselines, 20 seeds; resumable (build/rlbp_budget/); prints its cost first (about 40 min on 2 cores)
+.PHONY: rlbp-budget
+rlbp-budget: install
+	$(BIN)/python studies/rlbp_budget.py --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
+
+# pinterest_rlbp: placebo, operator and one-factor ablations at the seed's budget, 20 seeds, paired CIs (about 10 min on 2 cores)
 rlbp-diagnosis: install
 	$(BIN)/python studies/rlbp_diagnosis.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)

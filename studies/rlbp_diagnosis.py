@@ -32,8 +32,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="42-61", help="first-last, inclusive (the backup study's 20 seeds)")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
-    first, last = (int(x) for x in args.seeds.split("-"))
-    seeds = list(range(first, last + 1))
+    try:
+        first, _, last = args.seeds.partition("-")
+        seeds = list(range(int(first), int(last or first) + 1))
+    except ValueError:
+        print(f"litrepro: error: --seeds {args.seeds!r} is not A-B or N", file=sys.stderr)
+        return 2
+    if not seeds or seeds[0] < 0 or seeds[-1] >= 2**32 or len(seeds) > 200 or not 1 <= args.jobs <= 64:
+        print(f"litrepro: error: --seeds {args.seeds!r} / --jobs {args.jobs}: need 0 <= A <= B < 2^32, at most 200 "
+              "seeds and 1 to 64 jobs", file=sys.stderr)
+        return 2
+    print(f"rlbp diagnosis: {len(seeds)} seeds x {len(diagnosis.ARMS)} arms; about 45 CPU-seconds a seed "
+          f"({45 * len(seeds) / 60 / args.jobs:.0f} minutes on {args.jobs} processes)", file=sys.stderr)
     start = time.perf_counter()
     if args.jobs <= 1:
         rows = [_seed_job(s) for s in seeds]
@@ -54,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     atomic.write_json(diagnosis.PATH, data)
     plotting.save_png(diagnosis.plot(data), diagnosis.PLOT)
     print(diagnosis.table(data).to_string(), file=sys.stderr)
-    for line in diagnosis.findings(data):
+    for line in diagnosis.findings(data) + diagnosis.ablation_findings(data):
         print(line, file=sys.stderr)
     print(f"wrote {diagnosis.PATH.name} and {diagnosis.PLOT.name} ({wall:.0f} s)", file=sys.stderr)
     return 0

@@ -83,8 +83,9 @@ def test_regression_margins_sit_above_each_arms_clean_spread(data):
     :data:`diagnosis.THIN_MARGIN_ARMS` names (every seed below the margin, but closer than 4 sd)."""
     thin = []
     for arm, (_, changes, target) in dg.ARMS.items():
-        backup = dg.MARGIN_OF.get(arm, changes.get("critic_backup", "max_min") if target == "td" else "none")
-        ratios = np.array([r["arms"][arm]["control_ratio"] for r in data["per_seed"]])
+        backup = dg.MARGIN_OF.get(arm, changes.get("critic_backup", "max_min") if target in ("td", "placebo") else "none")
+        flagged = {s for s, checks in dg.flagged(data["per_seed"], arm).items() if "actual_reward_regression_update" in checks}
+        ratios = np.array([r["arms"][arm]["control_ratio"] for r in data["per_seed"] if str(r["seed"]) not in flagged])
         assert ratios.max() < rlbp_audit.CONTROL_MARGIN[backup], (arm, ratios.max())
         if not ratios.max() + 4 * ratios.std(ddof=1) < rlbp_audit.CONTROL_MARGIN[backup]:
             thin.append(arm)
@@ -179,6 +180,53 @@ def test_summary_refuses_failed_checks_shared_days_unpaired_draws_and_unpaired_i
     monkeypatch.setattr(stats, "paired_ci", lambda a, b, **k: real(sorted(a), sorted(b), **k))
     with pytest.raises(dg.StudyRefused, match="plain-loop"):
         dg.summarise(_rows({}))
+
+
+def test_an_outcome_check_flags_a_seed_and_keeps_the_arm():
+    """issue 28: an outcome check that fails is reported with the seed, the arm keeps its interval over every seed
+    and gets one without the flagged seeds; an integrity check still refuses."""
+    rows = _rows({"oracle_bootstrap": 0.03})
+    rows[5]["arms"]["oracle_bootstrap"]["checks"]["fusion_changes_preference"] = False
+    out = dg.summarise(rows)
+    arm = next(a for a in out["arms"] if a["arm"] == "oracle_bootstrap")
+    assert arm["flagged_seeds"] == {str(rows[5]["seed"]): ["fusion_changes_preference"]} and arm["n"] == 20
+    assert arm["without_flagged"]["n"] == 19 and arm["without_flagged"]["minus_fixed_gain"]["n"] == 19
+    text = "\n".join(dg.findings({"n_seeds": 20, "summary": out}))
+    assert f"oracle_bootstrap: an outcome check failed on seed(s) {rows[5]['seed']} (fusion_changes_preference)" in text
+    forged = json.loads(json.dumps(out))                                    # a flag dropped from the summary
+    next(a for a in forged["arms"] if a["arm"] == "oracle_bootstrap")["flagged_seeds"] = {}
+    with pytest.raises(dg.StudyRefused, match="oracle_bootstrap flagged seeds"):
+        dg.check_intervals(sorted(rows, key=lambda r: r["seed"]), forged)
+    rows[5]["arms"]["oracle_bootstrap"]["checks"]["stage_draws_replayed"] = False
+    with pytest.raises(dg.StudyRefused, match="oracle_bootstrap.stage_draws_replayed"):
+        dg.summarise(rows)
+
+
+def test_the_ablation_table_is_one_row_per_factor_with_holm_beside_raw():
+    rows = _rows({"expected_sarsa": 0.0, "steps_3000": 0.03, "placebo": -0.013})
+    out = dg.summarise(rows)
+    assert [r["factor"] for r in out["ablation"]] == [f for f, *_ in dg.ABLATIONS]
+    steps = next(r for r in out["ablation"] if r["arm"] == "steps_3000")
+    assert steps["raw"]["verdict"] == ">0" and steps["holm"]["reads"] == "higher"
+    assert steps["holm"]["low"] <= steps["raw"]["ci95_low"] and steps["holm"]["high"] >= steps["raw"]["ci95_high"]
+    assert all(r["holm"]["p_holm"] >= r["holm"]["p_raw"] for r in out["ablation"])
+    forged = json.loads(json.dumps(out))
+    forged["ablation"][4]["raw"]["mean_difference"] += 1e-3
+    with pytest.raises(dg.StudyRefused, match="ablation budget"):
+        dg.check_intervals(sorted(rows, key=lambda r: r["seed"]), forged)
+    lines = dg.ablation_findings({"summary": out})
+    assert len(lines) == len(dg.ABLATIONS) + 1 and "Holm-adjusted higher" in lines[5]
+
+
+def test_holm_matches_its_formula_on_hand_made_p_values(monkeypatch):
+    from litrepro import holm as h
+    p = {"a": 0.01, "b": 0.04, "c": 0.03}
+    monkeypatch.setattr(h, "t_test", lambda d: (d[0], 0.1, p[d[1]]))
+    out = h.holm({k: [1.0, k] for k in p})
+    assert out["a"]["p_holm"] == pytest.approx(0.03) and out["c"]["p_holm"] == pytest.approx(0.06)
+    assert out["b"]["p_holm"] == pytest.approx(0.06)                      # monotone: never below an earlier step
+    assert [out[k]["rank"] for k in "acb"] == [1, 2, 3] and out["a"]["level"] == pytest.approx(1 - 0.05 / 3)
+    assert out["a"]["reads"] == "higher" and out["b"]["reads"] == "no detectable difference"
 
 
 def test_the_study_script_writes_nothing_when_a_seed_fails(monkeypatch, tmp_path):
@@ -280,3 +328,92 @@ def test_alignment_on_a_hand_made_table():
     assert out["agreement"] == 0.5 and out["day_best_is_8"] == 1.0 and out["segment_best_is_8"] == 0.5
     assert out["segment_regret_of_day_best"] == pytest.approx(0.5)
     assert dg.alignment_reference({"fused": fused}, 0, 0, 0) == (3, 8)
+
+
+# --- The placebo, the critic diagnostics and the tuned constant on a small world ---------------------------
+
+SMALL = dict(n_campaigns=32, critic_steps=60, actor_steps=30)
+
+
+@pytest.fixture(scope="module")
+def small_seed():
+    fqe = dict(dg.FQE)
+    dg.FQE["steps"] = 30
+    try:
+        return dg.run_seed(7, arms=["max_min", "placebo", "expected_sarsa", "monte_carlo"], overrides=SMALL)
+    finally:
+        dg.FQE.update(fqe)
+
+
+def test_the_placebo_changes_only_the_critics_draws(small_seed):
+    arms = small_seed["arms"]
+    integrity = lambda a: {k: v for k, v in arms[a]["checks"].items() if k not in dg.OUTCOME_CHECKS}
+    assert all(integrity("placebo").values()), integrity("placebo")
+    assert arms["placebo"]["checks"]["placebo_changes_critic_draws"] is True
+    assert arms["placebo"]["draws_sha256"] != arms["max_min"]["draws_sha256"]
+    assert arms["placebo"]["learned_true_value"] != arms["max_min"]["learned_true_value"]
+    assert not dg.failed(small_seed)
+
+
+def test_a_placebo_that_draws_max_mins_streams_or_an_unnamed_stream_is_caught(monkeypatch):
+    monkeypatch.setattr(dg.ReseededStreams, "generator", lambda self, name: self.base.generator(name))
+    same = dg.run_seed(7, arms=["max_min", "placebo"], overrides=SMALL, tune=False, replays=False)
+    assert same["arms"]["placebo"]["checks"]["placebo_changes_critic_draws"] is False
+    assert "placebo.placebo_changes_critic_draws" in dg.failed(same)
+
+    from litrepro.rlbp.streams import stream_seed
+    monkeypatch.setattr(dg.ReseededStreams, "generator", lambda self, name: torch.Generator().manual_seed(
+        stream_seed(self.seed, name + "/other")) if name in dg.RESEEDED else self.base.generator(name))
+    other = dg.run_seed(7, arms=["max_min", "placebo"], overrides=SMALL, tune=False, replays=False)
+    assert other["arms"]["placebo"]["checks"]["stage_draws_replayed"] is False
+
+
+def test_critic_diagnostics_match_scipy_on_the_runs_states(small_seed):
+    from scipy import stats as sps
+    cfg = RLBPConfig(seed=7, **SMALL)
+    world = ex.build_world(cfg, torch.Generator().manual_seed(7), torch.device("cpu"))
+    from litrepro.rlbp.streams import Streams
+    g = Streams(7)
+    world = ex.build_world(cfg, g, torch.device("cpu"))
+    data = ex.collect_logged_data(world, g)
+    cf = dg.counterfactuals(world, data, cfg.lambda_cpc)
+    critic, _ = ex.fit_critic(world, data, g)
+    held = ex.heldout_campaigns(world)
+    got = dg.critic_diagnostics(critic, cf, data, held, cfg.lambda_cpc, cfg.gamma)
+    assert got["rank_correlation"] == pytest.approx(small_seed["arms"]["max_min"]["critic"]["rank_correlation"], abs=0)
+    truth = dg.discounted_from(cf["fused"], cfg.gamma)                        # (D, K, 9, C)
+    cols = torch.nonzero(held).squeeze(1).tolist()
+    rhos, bias, constant, n = [], [0.0] * 9, 0, 0
+    for d in range(truth.shape[0]):
+        for k in range(truth.shape[1]):
+            for c in cols:                                                   # a plain loop over states, scipy's rho
+                s = data["logs"][d].states[k, c][None]
+                with torch.no_grad():
+                    qv, qc = critic(s)
+                score = (qv - cfg.lambda_cpc * qc)[0].tolist()
+                t = truth[d, k, :, c].tolist()
+                if len(set(t)) > 1 and len(set(score)) > 1:                  # scipy's rho is undefined otherwise
+                    rhos.append(sps.spearmanr(score, t).statistic)
+                else:
+                    constant += 1
+                bias = [b + x - y for b, x, y in zip(bias, score, t)]
+                n += 1
+    assert got["rank_correlation"] == pytest.approx(sum(rhos) / len(rhos), rel=1e-9)
+    assert got["action_bias"] == pytest.approx([b / n for b in bias], rel=1e-9)
+    assert got["constant_states"] == pytest.approx(constant / n, rel=1e-12) and got["states"] == n
+    ties = torch.tensor([[1.0, 1.0, 3.0, 2.0]], dtype=torch.float64)             # average ranks of a tie
+    assert dg.average_ranks(ties).tolist() == [[0.5, 0.5, 3.0, 2.0]]
+
+
+def test_the_tuned_constant_is_the_argmax_of_its_estimates(small_seed):
+    t = small_seed["tuned_constant"]
+    assert t["action"] == max(range(9), key=lambda a: (t["fqe"][a], -a))
+    assert t["ips_action"] == max(range(9), key=lambda a: (t["ips"][a], -a))
+    cfg = RLBPConfig(seed=7, **SMALL)
+    from litrepro.rlbp.streams import Streams
+    g = Streams(7)
+    world = ex.build_world(cfg, g, torch.device("cpu"))
+    train = ex.collect_logged_data(world, g)["train"]
+    for a in (0, 8):                                                         # ordinary IPS by a plain loop
+        total = sum(float(r) / float(p) for r, p, x in zip(train.reward, train.propensity, train.action) if int(x) == a)
+        assert t["ips"][a] == pytest.approx(total / len(train), rel=1e-12)

@@ -737,9 +737,12 @@ def headline_why(root: Path) -> str:
     from litrepro.rlbp import diagnosis
 
     return "\n".join([
-        f"`pinterest_rlbp`: arms that change the critic's targets (the sync and `gamma_0.5` arms one setting each; "
-        f"`truth_target`, `monte_carlo` and `gamma_0` several at once), on the same data, evaluation days and draws as "
-        f"`max_min`, {diag['n_seeds']} seeds (`{DIAGNOSIS}`); all are our reconstructions.", "",
+        f"`pinterest_rlbp` at the seed's 600 critic steps: arms that change the critic's or the actor's training "
+        f"({', '.join(f'`{a}`' for a in diagnosis.ARMS if a != 'max_min' and a not in diagnosis.SEVERAL)} one setting each; "
+        f"{', '.join(f'`{a}`' for a in diagnosis.SEVERAL)} several at once), on the same data, evaluation days and draws "
+        f"as `max_min`, {diag['n_seeds']} seeds (`{DIAGNOSIS}`); all are our reconstructions. The placebo is `max_min` "
+        "retrained with another initialisation and minibatch order: a difference from `max_min` no larger than the "
+        "placebo's is no evidence for the arm.", "",
         _diagnosis_table(diag), "",
         diagnosis.truth_finding(diag) or "", "",
         f"`waypoint_opd`: the gate's effect as the teacher's RL moves further, {dose['n_seeds']} seeds per level "
@@ -748,6 +751,89 @@ def headline_why(root: Path) -> str:
         f"`pinterest_rlbp`'s TD losses beside the seed file's (`{TD_CALIBRATION}`); the explaining arms are our "
         "hypotheses, not the seed's protocol:", "",
         _td_table(td)])
+
+
+BUDGET = "rendered/pinterest_rlbp/budget_study.json"
+
+
+def _budget_headline_table(data: dict) -> str:
+    """The learned bidder at the seed's budget and at the converged budget against the three practitioner baselines."""
+    from litrepro.studies import rlbp_budget as bs
+
+    s = data["summary"]
+    rows = []
+    keys = ("fixed_gain", "tuned_constant", "best_constant")
+
+    def cells(r):
+        return [x for k in keys for x in (prose.estimate(r[f"minus_{k}"]), prose.direction(r[f"minus_{k}"]))]
+
+    for b in bs.BACKUPS:
+        g = next(x for x in s["grid"] if x["backup"] == b and x["steps"] == bs.SEED_BUDGET)
+        c = next(x for x in s["converged"] if x["backup"] == b)
+        picks = sorted(c["picks"].values())
+        rows.append([f"`{b}`", f"{bs.SEED_BUDGET} (the seed's)", *cells(g)])
+        rows.append([f"`{b}`", f"converged ({picks[0]}–{picks[-1]})", *cells(c)])
+    return _table(["critic backup", "critic steps", "− untuned default", "reads", "− offline-tuned constant", "reads",
+                   "− best constant in hindsight", "reads"], rows)
+
+
+@block("headline-budget", "README.md")
+def headline_budget(root: Path) -> str:
+    data = load(root, BUDGET)
+    s = data["summary"]
+    t = s["tuned_constant"]
+    return "\n".join([
+        f"`pinterest_rlbp`, {data['n_seeds']} seeds, the learned bidder against three baselines (`{BUDGET}`): the untuned "
+        "default (the fixed gain, action 4, the grid's centre), a constant tuned offline from the logged data by fitted-Q "
+        f"evaluation (it picks the best constant in hindsight on {prose.count(t['picks_best'], data['n_seeds'], 'seeds')}), "
+        "and the best constant in hindsight (an upper bound from the simulator). \"Converged\" is the budget, of 600 to "
+        "12000 critic steps, with the lowest held-out TD loss on the logged data, per seed. Paired 95% t intervals, bounds "
+        "rounded outward; `max_min` is the seed's backup, the others, the budgets, the rule and the tuned constant are our "
+        "reconstructions.", "",
+        _budget_headline_table(data), "",
+        "![learned − untuned default against the critic's budget](rendered/pinterest_rlbp/budget_study.png)"])
+
+
+@block("rlbp-budget", "docs/pinterest_rlbp.md")
+def rlbp_budget(root: Path) -> str:
+    from litrepro.studies import rlbp_budget as bs
+
+    data = load(root, BUDGET)
+    rows = []
+    for g in data["summary"]["grid"]:
+        rows.append([f"`{g['backup']}`", str(g["steps"]), prose.value(g["heldout_td_loss"]["mean"], 3, sign=False),
+                     prose.estimate(g["minus_fixed_gain"]), prose.estimate(g["minus_tuned_constant"]),
+                     prose.estimate(g["minus_best_constant"]), prose.estimate(g["minus_behaviour"])])
+    table = _table(["critic backup", "critic steps", "held-out TD loss", "− untuned default", "− offline-tuned constant",
+                    "− best constant in hindsight", "− logging policy"], rows)
+    return table + "\n\n" + _bullets(bs.findings(data))
+
+
+@block("rlbp-ablation", "docs/pinterest_rlbp.md")
+def rlbp_ablation(root: Path) -> str:
+    from litrepro.rlbp import diagnosis
+
+    data = load(root, DIAGNOSIS)
+    rows = []
+    for r in data["summary"]["ablation"]:
+        h = r["holm"]
+        holm_row = {"mean_difference": h["mean_difference"], "ci95_low": h["low"], "ci95_high": h["high"]}
+        rows.append([r["factor"], f"`{r['arm']}` − `{r['against']}`", prose.estimate(r["raw"]), prose.direction(r["raw"]),
+                     prose.interval(holm_row), h["reads"], r["also_differs"] or "—"])
+    crit = []
+    for a in data["summary"]["arms"]:
+        if "critic" in a:
+            c = a["critic"]
+            crit.append([f"`{a['arm']}`", prose.estimate(c["rank_correlation"]), prose.estimate(c["greedy_agreement"]),
+                         prose.value(min(c["action_bias"]), 3), prose.value(max(c["action_bias"]), 3)])
+    return "\n\n".join([
+        _table(["factor", "difference", "raw 95% interval", "reads", "Holm-adjusted interval", "reads (Holm)",
+                "also differs"], rows),
+        _bullets(diagnosis.ablation_findings(data)[:1]),
+        "The critic against the simulator's discounted value of holding each action to the end of the day, on the held-out "
+        "campaigns' logged states (per seed, then a 95% t interval over seeds):",
+        _table(["arm", "rank correlation", "greedy action agrees", "smallest per-action bias", "largest per-action bias"],
+               crit)])
 
 
 @block("rlbp-diagnosis", "docs/pinterest_rlbp.md")

@@ -12,7 +12,7 @@ import statistics
 from pathlib import Path
 
 from litrepro import prose, stats
-from litrepro.paths import RENDERED
+from litrepro.paths import RENDERED, ROOT
 
 BACKUP_STUDY = RENDERED / "pinterest_rlbp" / "backup_study.json"
 EFFECT_STUDY = RENDERED / "waypoint_opd" / "effect_study.json"
@@ -23,8 +23,12 @@ def _load(path: Path | str) -> dict:
 
 
 def study_findings(path: Path | str, findings_of) -> list[str]:
-    """``findings_of(json)`` for the study JSON at ``path``, or one sentence saying it is not there."""
+    """``findings_of(json)`` for the study JSON at ``path``, or one sentence saying it is not there.
+
+    A relative ``path`` is relative to the repository root, as the notebooks' ``results_dir`` is, not to the
+    kernel's working folder (``notebooks/`` under nbval and papermill)."""
     path = Path(path)
+    path = path if path.is_absolute() else ROOT / path
     if not path.is_file():
         return [f"{path.name} not found under {path.parent}: run its make target"]
     return findings_of(_load(path))

@@ -1,16 +1,23 @@
-"""Why the learned bidder trails the fixed gain: arms that isolate one candidate cause each.
+"""Why the learned bidder trails the fixed gain at the seed's budget: arms that change the critic's training.
 
-On 20 seeds the learned ``max_min`` policy trails the fixed gain (action 4) while the
-constant action 8 (both gains doubled) beats it (``backup_study.json``).  Each arm here
-changes one thing about how the critic is trained and keeps everything else: the same
-world, logged data, evaluation days and random draws as ``max_min`` (every arm takes
-the same named random streams, :mod:`litrepro.rlbp.streams`, as the backups of
-:func:`litrepro.rlbp.experiment.run_arms` do), the same actor, the same evaluation and the same checks.  **Every arm is our
-reconstruction**; none is in the seed file.
+On 20 seeds the learned ``max_min`` policy at 600 critic steps trails the fixed gain
+(action 4) while the constant action 8 (both gains doubled) beats it (``backup_study.json``).
+Each arm here changes how the critic or the actor is trained and keeps everything else:
+the same world, logged data, evaluation days and random draws as ``max_min`` (every arm
+takes the same named random streams, :mod:`litrepro.rlbp.streams`, as the backups of
+:func:`litrepro.rlbp.experiment.run_arms` do), the same evaluation and the same checks.
+Some arms change one thing; ``truth_target``, ``monte_carlo``, ``oracle_bootstrap`` and
+``gamma_0`` change several at once, and the findings say so (:data:`CAUSES`,
+:data:`ABLATIONS`).  **Every arm is our reconstruction**; none is in the seed file.
 
-Candidate causes and the arms that test them (``ARMS``):
-
-* *The per-segment reward ranks actions unlike the day.*  For every logged state
+* ``placebo``: max_min with the critic's initial weights and minibatch order drawn from
+  other streams (``critic_init/placebo``, ``critic_minibatches/placebo``); nothing else
+  changes.  It measures how far a retraining moves the policy with no change at all, the
+  yardstick for every other arm.
+* ``expected_sarsa``: y = r + gamma (1 - d) sum_a' mu(a'|s') Qbar(s', a') on both heads (the
+  ``policy`` backup with one round, whose next-state policy is the logging policy mu):
+  bootstrapping and the target network as max_min, without the max/min operator.
+* *The per-segment reward against the day.*  For every logged state
   s_k = (day d, segment k, campaign c) and every action a, the simulator replays the
   logged day on its own auction draws with the logged actions before k and action a
   from segment k to the end of the day (:func:`counterfactuals`):
@@ -20,28 +27,35 @@ Candidate causes and the arms that test them (``ARMS``):
 
   ``reward_alignment`` reports how often argmax_a r_k = argmax_a T.  Arm
   ``truth_target`` regresses the critic (both heads, on the logged (s, a) only, as TD
-  does) onto T's value and CPC parts, with no bootstrapping.  If that policy finds the
-  headroom, the reward is the cause.
-* *Bootstrapping from the learned critic's next-state values.*  ``monte_carlo``: the
-  logged discounted return G_k = sum_{j >= k} gamma^{j-k} r_j (gamma = 0.9, no
-  bootstrap).  The oracle bootstrap, y = r_k + gamma (1 - d) max_a' G*(s_{k+1}, a') for
-  the value head (min for the CPC head), where G*(s', a') is the simulator's discounted
-  return of taking a' from s' to the end of the day (the best *constant* continuation:
-  a lower bound on the optimal value, our choice), is built (``regression_targets("oracle")``)
-  but is not an arm of the study: over seeds 42-61 its policy failed
-  ``fusion_changes_preference`` on seed 57, and the study refuses a seed whose checks failed.  ``sync_1`` and ``sync_100``: the
-  target network copied every step or every 100 steps instead of 50 (a period of 200
-  fails the regression check's margin, which is built to catch a stale target network).
+  does) onto T's value and CPC parts, with no bootstrapping.
+* *Bootstrapping.*  ``monte_carlo``: the logged discounted return
+  G_k = sum_{j >= k} gamma^{j-k} r_j (gamma = 0.9, no bootstrap).  ``oracle_bootstrap``:
+  y = r_k + gamma (1 - d) max_a' G*(s_{k+1}, a') for the value head (min for the CPC head),
+  where G*(s', a') is the simulator's discounted return of taking a' from s' to the end of
+  the day (the best *constant* continuation, our choice).  ``sync_1`` and ``sync_100``: the
+  target network copied every step or every 100 steps instead of 50.
 * *The discount.*  ``gamma_0`` and ``gamma_0.5`` under the seed's max/min backup
   (``max_min`` itself is gamma = 0.9).  With gamma = 0 the max/min targets are the
   rewards exactly (y = r + 0 max Q = r), which is the ``none`` backup; the arm runs as
   ``none`` so that its regression check uses that backup's margin.
+* *The budget and the actor.*  ``steps_3000`` (5x the critic's steps; the budget study,
+  :mod:`litrepro.studies.rlbp_budget`, varies it fully), ``top_1`` and ``temperature_1``.
+
+Per arm the critic is also compared directly with the counterfactual replays
+(:func:`critic_diagnostics`): the rank correlation, per held-out logged state, between its
+fused scores and the simulator's discounted value of holding each action to the end of the
+day, and its per-action bias against that value.
+
+No arm is dropped by an outcome check (:data:`OUTCOME_CHECKS`): a seed on which one fails
+is flagged, and the arm gets its interval with and without the flagged seeds.  A failed
+integrity check (a replay, a setting, a stream) refuses the study (:class:`StudyRefused`).
 
 The study (``studies/rlbp_diagnosis.py``, ``make rlbp-diagnosis``) pairs every arm by seed
-with the fixed gain and with ``max_min`` (paired 95% t intervals), reports each arm's
-action distribution on the evaluation days beside action 8 and its share of the best
-constant action's headroom, refuses (:class:`StudyRefused`) a seed on which any check
-failed, and recomputes every interval by a plain loop (:func:`check_intervals`).
+with the fixed gain and with ``max_min`` (paired 95% t intervals), gives the one-factor
+ablation table (:data:`ABLATIONS`) with Holm-adjusted intervals beside the raw ones
+(:mod:`litrepro.holm`), reports each arm's action distribution on the evaluation days and
+its share of the best constant action's headroom, and recomputes every interval by a plain
+loop (:func:`check_intervals`).
 """
 
 from __future__ import annotations
@@ -56,6 +70,7 @@ import torch
 from torch import Tensor
 
 from litrepro.paths import RENDERED, ROOT
+from litrepro.rlbp.streams import Streams
 
 F64 = torch.float64
 PATH = RENDERED / "pinterest_rlbp" / "diagnosis.json"
@@ -66,13 +81,44 @@ BEST_CONSTANT = 8
 #: :func:`regression_targets`, run as the ``none`` backup: y = the stored target, no bootstrap).
 ARMS: dict[str, tuple[str, dict, str]] = {
     "max_min": ("the seed's TD backup, gamma 0.9, target synced every 50 steps", {}, "td"),
+    "placebo": ("max_min with the critic reseeded: another initialisation and minibatch order, nothing else",
+                {}, "placebo"),
+    "expected_sarsa": ("expected-SARSA under mu: max_min's bootstrapping and target network, the mean under the "
+                       "logging policy instead of max/min", {"critic_backup": "policy", "policy_rounds": 1}, "td"),
     "truth_target": ("critic regressed onto the day-level truth of the logged action", {}, "truth"),
     "monte_carlo": ("Monte-Carlo return at gamma 0.9, no bootstrap", {}, "monte_carlo"),
+    "oracle_bootstrap": ("one-step reward plus gamma times the simulator's best constant continuation", {}, "oracle"),
     "sync_1": ("target network copied every step", {"target_update_every": 1}, "td"),
     "sync_100": ("target network copied every 100 steps", {"target_update_every": 100}, "td"),
     "gamma_0": ("gamma 0 (max/min targets are the rewards: the none backup)", {"gamma": 0.0, "critic_backup": "none"}, "td"),
     "gamma_0.5": ("gamma 0.5 under the max/min backup", {"gamma": 0.5}, "td"),
+    "steps_3000": ("max_min with 3000 critic steps instead of 600", {"critic_steps": 3000}, "td"),
+    "top_1": ("the actor's support k = 1 instead of 3", {"top_k": 1}, "td"),
+    "temperature_1": ("the actor's Boltzmann temperature 1.0 instead of 0.25", {"actor_temperature": 1.0}, "td"),
 }
+#: The arms that change several things at once (the findings and the README say so).
+SEVERAL = ("truth_target", "monte_carlo", "oracle_bootstrap", "gamma_0")
+#: Checks that judge how well a stage did (an outcome), not whether it computed what it claims (integrity).
+#: A seed on which one fails is flagged and reported, with the arm's interval with and without it; an
+#: integrity check that fails refuses the study (issue 28: an outcome check must not remove an arm).
+OUTCOME_CHECKS = ("fusion_changes_preference", "actual_reward_regression_update")
+#: The critic streams the placebo arm takes afresh (under ``<name>/placebo``); every other stream is max_min's.
+RESEEDED = ("critic_init", "critic_minibatches")
+#: The ablation table: one factor per row, (factor, arm a, arm b, what else differs between a and b).
+ABLATIONS = (
+    ("placebo: reseeded critic (no change)", "placebo", "max_min", ""),
+    ("operator: expectation under mu instead of max/min", "expected_sarsa", "max_min", ""),
+    ("bootstrap: Monte-Carlo return instead of a bootstrapped target", "monte_carlo", "expected_sarsa",
+     "monte_carlo has no target network (nothing to bootstrap from)"),
+    ("continuation: best constant (oracle) instead of mu (Monte-Carlo)", "oracle_bootstrap", "monte_carlo",
+     "oracle_bootstrap takes the simulator's returns, which the logged data do not contain"),
+    ("budget: 3000 critic steps instead of 600", "steps_3000", "max_min", ""),
+    ("sync: target copied every step instead of every 50", "sync_1", "max_min", ""),
+    ("sync: target copied every 100 steps instead of every 50", "sync_100", "max_min", ""),
+    ("discount: gamma 0.5 instead of 0.9", "gamma_0.5", "max_min", ""),
+    ("actor: top-1 support instead of top-3", "top_1", "max_min", ""),
+    ("actor: temperature 1.0 instead of 0.25", "temperature_1", "max_min", ""),
+)
 #: ``actual_reward_regression_update`` compares the held-out TD loss with a permuted-reward control's, within a
 #: margin per backup (``audit.CONTROL_MARGIN``: 0.4 for max_min at gamma 0.9, 0.7 without bootstrapping,
 #: both set from the clean ratios' spread).  The clean ratio rises as gamma falls (mean 0.21 at 0.9, 0.46 at 0),
@@ -346,13 +392,141 @@ def action_shares(evaluation: Mapping[str, Any]) -> list[float]:
     return (torch.bincount(actions, minlength=9).to(F64) / actions.numel()).tolist()
 
 
-def run_seed(seed: int, *, arms: Sequence[str] | None = None, overrides: Mapping[str, Any] | None = None) -> dict:
-    """Every arm on one seed: ``{"seed", "alignment", "replay", "arms": {arm: {...figures, checks}}}``.
+class ReseededStreams(Streams):
+    """The run's streams, except :data:`RESEEDED`, which come from ``<name>/placebo`` by the streams' rule.
+
+    Handed to the placebo arm's critic only: its initial weights and minibatch order change, its control's
+    permutation, its actor and its evaluation take max_min's streams.
+    """
+
+    def __init__(self, base: Streams, tag: str = "placebo"):
+        super().__init__(base.seed)
+        self.base, self.tag = base, tag
+
+    def generator(self, name: str) -> torch.Generator:
+        from litrepro.rlbp.streams import stream_seed
+
+        if name in RESEEDED:
+            return torch.Generator().manual_seed(stream_seed(self.seed, f"{name}/{self.tag}"))
+        return self.base.generator(name)
+
+
+def placebo_draws_replayed(result: Mapping[str, Any], critic_report: Mapping[str, Any], cfg, n_train: int,
+                           n_features: int) -> bool:
+    """``stage_draws_replayed`` for the placebo arm: every stream but :data:`RESEEDED` replays exactly (the
+    audit's gaps), and the critic's initial weights and minibatch rows replay from ``<name>/placebo``."""
+    from litrepro.rlbp import audit as rlbp_audit
+
+    others = all(v < rlbp_audit.EXACT for k, v in result["stream_replay_gaps"].items() if k not in RESEEDED)
+    seed = cfg.seed
+    init = rlbp_audit._state_gap(critic_report["init_state"], rlbp_audit._init_replay(
+        rlbp_audit.derived_seed(seed, "critic_init/placebo"),
+        [(cfg.hidden, n_features), (cfg.hidden, cfg.hidden), (18, cfg.hidden)]))
+    rows = rlbp_audit._rows_replay(rlbp_audit._fresh(seed, "critic_minibatches/placebo"), n_train, cfg.batch_size,
+                                   cfg.critic_steps)
+    return others and init < rlbp_audit.EXACT and torch.equal(rows, critic_report["rows"].cpu())
+
+
+def average_ranks(x: Tensor) -> Tensor:
+    """Ranks along the last axis, ties given their average rank (0-based), as Spearman's rho needs: (N, A) -> (N, A).
+
+    rank_j = #{k : x_k < x_j} + (#{k : x_k = x_j} - 1) / 2
+    """
+    less = (x[..., None, :] < x[..., :, None]).sum(-1).to(F64)                        # (N, A): how many below x_j
+    equal = (x[..., None, :] == x[..., :, None]).sum(-1).to(F64)                      # (N, A): ties, x_j itself included
+    return less + (equal - 1) / 2
+
+
+def critic_diagnostics(critic, cf: Mapping[str, Tensor], data: Mapping[str, Any], heldout: Tensor, lam: float,
+                       gamma: float) -> dict[str, Any]:
+    """The critic against the counterfactual replays, on the held-out campaigns' logged states.
+
+    With S(s, a) = Q^v(s, a) - lam Q^c(s, a) the critic's fused score and
+    V_gamma(s, a) = sum_{j >= k} gamma^{j-k} fused_j the simulator's discounted fused return of holding a
+    from segment k to the end of the logged day (:func:`counterfactuals`, :func:`discounted_from`):
+
+      ``rank_correlation`` = mean over states of Spearman's rho between S(s, .) and V_gamma(s, .) (9 actions,
+                             ties at their average rank); a state where either is constant has no rho and is left
+                             out (``constant_states``: their share)
+      ``action_bias``      = [mean over states of S(s, a) - V_gamma(s, a) for a in 0..8]
+      ``greedy_agreement`` = share of the states with a rho where argmax S(s, .) = argmax V_gamma(s, .)
+
+    V_gamma holds one action to the end of the day: it is neither Q under mu nor the optimal Q, so the
+    bias says how the critic's level differs from that reference, and the rank correlation whether it
+    orders the actions as that reference does.  ``heldout`` (C,) bool marks the held-out campaigns.
+    """
+    states = torch.stack([log.states for log in data["logs"]])[:, :, heldout]          # (D, K, H, F)
+    truth = discounted_from(cf["fused"], gamma)[..., heldout]                         # (D, K, 9, H)
+    truth = truth.permute(0, 1, 3, 2).reshape(-1, truth.shape[2])                      # (N, 9)
+    with torch.no_grad():
+        qv, qc = critic(states.reshape(-1, states.shape[-1]))                          # (N, 9) each
+    score = qv - lam * qc                                                              # (N, 9)
+    rs, rt = average_ranks(score), average_ranks(truth)                                # (N, 9) each
+    rs, rt = rs - rs.mean(-1, keepdim=True), rt - rt.mean(-1, keepdim=True)
+    norm = torch.sqrt((rs ** 2).sum(-1) * (rt ** 2).sum(-1))                           # (N,); 0 for a constant row
+    defined = norm > 0                                                                 # (N,)
+    rho = (rs * rt).sum(-1)[defined] / norm[defined]                                   # (N_defined,)
+    agree = (score.argmax(-1) == truth.argmax(-1))[defined]
+    return {"rank_correlation": float(rho.mean()), "action_bias": (score - truth).mean(0).tolist(),
+            "greedy_agreement": float(agree.to(F64).mean()), "states": truth.shape[0],
+            "constant_states": float((~defined).to(F64).mean())}
+
+
+#: Fitted-Q evaluation of each constant action (:func:`tuned_constant`): steps, learning rate, target sync, gamma.
+FQE = {"steps": 1500, "lr": 0.001, "batch_size": 256, "target_update_every": 50, "gamma": 1.0}
+
+
+def tuned_constant(data: Mapping[str, Any], cfg) -> dict[str, Any]:
+    """The constant action a practitioner would pick from the logged data alone (our reconstruction of an
+    offline-tuned PID gain), by two estimators on the training campaigns' logged decisions:
+
+    ``ips``: ordinary IPS of the one-segment fused reward, V^(a) = (1/N) sum_i 1[a_i = a] / mu(a_i|s_i) r_i.
+    ``fqe``: fitted-Q evaluation of "always a" over the day: a fresh two-head critic regressed on
+        y = r + gamma (1 - d) Qbar(s', a) (the ``policy`` backup with the one-hot next policy, gamma 1, the
+        critic's network and Adam), scored as the mean over the logged segment-0 states of
+        Q^v(s, a) - lambda Q^c(s, a).  Its streams are ``fqe/<a>`` by the streams' rule, outside the pipeline's.
+
+    ``action`` is the FQE pick (the estimator that sees the whole day); ``ips_action`` the IPS pick.
+    """
+    from litrepro.rlbp.critic import TwoHeadCritic, train_critic
+    from litrepro.rlbp.streams import stream_seed
+
+    train, heldout = data["train"], data["heldout"]
+    ips = [float(((train.action == a).to(F64) / train.propensity * train.reward).mean()) for a in range(9)]
+    first = torch.stack([log.states[0] for log in data["logs"]]).reshape(-1, train.state.shape[1])   # (D C, F)
+    fqe = []
+    for a in range(9):
+        def one_hot(state: Tensor, a=a) -> Tensor:
+            out = torch.zeros(state.shape[0], 9, dtype=F64)
+            out[:, a] = 1.0
+            return out
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(stream_seed(cfg.seed, f"fqe/{a}/init"))
+            critic = TwoHeadCritic(train.state.shape[1], cfg.hidden)
+        train_critic(critic, train, heldout, steps=FQE["steps"], lr=FQE["lr"], batch_size=FQE["batch_size"],
+                     gamma=FQE["gamma"], target_update_every=FQE["target_update_every"],
+                     generator=torch.Generator().manual_seed(stream_seed(cfg.seed, f"fqe/{a}/minibatches")),
+                     kind="policy", policy=one_hot)
+        with torch.no_grad():
+            qv, qc = critic(first)                                                                    # (D C, 9)
+        fqe.append(float((qv[:, a] - cfg.lambda_cpc * qc[:, a]).mean()))
+    return {"action": max(range(9), key=lambda a: (fqe[a], -a)), "fqe": fqe,
+            "ips_action": max(range(9), key=lambda a: (ips[a], -a)), "ips": ips}
+
+
+def run_seed(seed: int, *, arms: Sequence[str] | None = None, overrides: Mapping[str, Any] | None = None,
+             table: Mapping[str, tuple[str, dict, str]] | None = None, replays: bool = True,
+             tune: bool = True) -> dict:
+    """Every arm on one seed: ``{"seed", "alignment", "replay", "headroom", "tuned_constant", "arms": {arm: {...}}}``.
 
     Mirrors the preamble of :func:`litrepro.rlbp.experiment.run_arms` call for call (world, PID demo,
     logged data, the data checks, evaluation days, headroom); every arm then takes the same named
     random streams (:mod:`litrepro.rlbp.streams`), as run_arms's backups do, and the pipeline's
-    ``backups_share_draws`` checks it over the arms.  ``overrides`` changes the config (tests use tiny ones).
+    ``backups_share_draws`` checks it over the arms (the placebo arm, whose critic streams differ by design,
+    is checked by :func:`placebo_draws_replayed` instead).  ``overrides`` changes the config (tests use tiny
+    ones); ``table`` replaces :data:`ARMS` (the budget study's grid); ``replays=False`` skips the
+    counterfactual replays (then no arm may need them, and ``alignment``, ``replay`` and the critic
+    diagnostics are absent); ``tune=False`` skips :func:`tuned_constant` (``tuned_constant`` is None).
     """
     from litrepro.guard import OfflineGuard
     from litrepro.rlbp import audit as rlbp_audit
@@ -362,7 +536,10 @@ def run_seed(seed: int, *, arms: Sequence[str] | None = None, overrides: Mapping
     from litrepro.seeding import describe_device, seed_everything
 
     cfg = RLBPConfig(seed=seed, **(overrides or {}))
-    arms = list(arms or ARMS)
+    table = dict(ARMS if table is None else table)
+    arms = list(arms or table)
+    if not replays and any(table[a][2] not in ("td", "placebo") for a in arms):
+        raise ValueError("arms that regress onto replayed targets need replays=True")
     seed_everything(cfg.seed)
     generator = Streams(cfg.seed)                      # every stage takes its own named stream, as in run_arms
     device = torch.device("cpu")
@@ -377,18 +554,24 @@ def run_seed(seed: int, *, arms: Sequence[str] | None = None, overrides: Mapping
         days = ex.draw_eval_days(world, generator)
         days_report = rlbp_audit.eval_days_report(data, days, [demo["draws"]])
         room = ex.headroom(world, days, generator)
-        cf = counterfactuals(world, data, cfg.lambda_cpc)                      # draws from no stream
-        replay = replay_checks(cf, {**data, "target_cpc": world.campaigns.target_cpc}, cfg.lambda_cpc)
-        aligned = alignment(cf, torch.stack([log.actions for log in data["logs"]]))
+        heldout = ex.heldout_campaigns(world)
+        cf = replay = aligned = None
+        if replays:
+            cf = counterfactuals(world, data, cfg.lambda_cpc)                  # draws from no stream
+            replay = replay_checks(cf, {**data, "target_cpc": world.campaigns.target_cpc}, cfg.lambda_cpc)
+            aligned = alignment(cf, torch.stack([log.actions for log in data["logs"]]))
         for name in arms:                              # common random numbers: each arm takes the same streams
-            _, changes, target = ARMS[name]
-            arm_cfg = dataclasses.replace(cfg, **changes) if target == "td" else \
+            _, changes, target = table[name]
+            arm_cfg = dataclasses.replace(cfg, **changes) if target in ("td", "placebo") else \
                 dataclasses.replace(cfg, critic_backup="none")
             arm = dataclasses.replace(world, cfg=arm_cfg)
-            critic_data = data if target == "td" else with_targets(
+            critic_data = data if target in ("td", "placebo") else with_targets(
                 world, data, *regression_targets(target, cf, data, cfg.gamma))
-            critic, critic_report = ex.fit_critic(arm, critic_data, generator)
-            actor, actor_report = ex.fit_actor(arm, critic, critic_data, generator)
+            if target == "placebo":                    # another critic init and minibatch order, nothing else
+                critic, critic_report = ex.fit_critic(arm, critic_data, ReseededStreams(generator))
+                actor, actor_report = ex.fit_actor(arm, critic, critic_data, generator)
+            else:
+                critic, critic_report, actor, actor_report = ex.fit_critic_and_actor(arm, critic_data, generator)
             fusion = ex.fusion_diagnostics(arm, critic, actor, actor_report, data, generator)
             evaluation = ex.evaluate_policies(arm, actor, data, days, generator)
             audit = rlbp_audit.stage_audit(arm, critic, actor, data, critic_report, actor_report, evaluation,
@@ -401,26 +584,47 @@ def run_seed(seed: int, *, arms: Sequence[str] | None = None, overrides: Mapping
                                         transitions=transitions, auction_error=auction_error, audit=audit,
                                         headroom_report=room)
             checks = {**result["checks"], **result["extra_checks"]}
-            if target != "td":                         # the critic-side checks, against the critic's own data
+            if target not in ("td", "placebo"):        # the critic-side checks, against the critic's own data
                 own = rlbp_audit.stage_audit(arm, critic, actor, critic_data, critic_report, actor_report, evaluation,
                                              days_report, room)
                 checks.update(critic_data_checks(result, audit, own, critic_report, critic_data, arm_cfg))
+            if target == "placebo":
+                checks["stage_draws_replayed"] = placebo_draws_replayed(
+                    result, critic_report, arm_cfg, len(data["train"]), data["train"].state.shape[1])
             if name in MARGIN_OF:
                 checks["actual_reward_regression_update"] = rlbp_audit.reward_regression_update(
                     critic_report, data["train"], MARGIN_OF[name])
             full[name] = result
-            results[name] = {"learned_true_value": result["beyond_seed_metrics"]["learned_true_value"],
+            beyond = result["beyond_seed_metrics"]
+            results[name] = {"learned_true_value": beyond["learned_true_value"],
+                             "behaviour_true_value": beyond["behaviour_true_value"],
+                             "learned_ips": beyond["learned_ips"],
                              "fixed_gain": room["fixed_gain"], "best_constant": room["best_constant"],
                              "best_constant_action": room["best_constant_action"],
                              "action_shares": action_shares(evaluation),
-                             "control_ratio": result["beyond_seed_metrics"]["control_ratio"],
+                             "control_ratio": beyond["control_ratio"],
+                             "heldout_td_loss": [float(x) for x in critic_report["heldout_after"]],
+                             "critic_steps": arm_cfg.critic_steps,
                              "draws_sha256": critic_report["drawn_sha256"], "checks": checks}
-    if len(full) > 1:                                  # the pipeline's own pairing check, over these arms
-        shared = rlbp_audit.backups_share_draws(full)
-        for r in results.values():
-            r["checks"]["backups_share_draws"] = shared
+            if cf is not None:
+                results[name]["critic"] = critic_diagnostics(critic, cf, data, heldout, cfg.lambda_cpc, arm_cfg.gamma)
+    by_steps: dict[int, dict] = {}                     # arms of one budget share every draw (the placebo's critic
+    for k, v in full.items():                          # excepted); a shorter budget's rows are a prefix of a longer
+        if table[k][2] != "placebo":                   # one's, which each arm's stream replay checks
+            by_steps.setdefault(results[k]["critic_steps"], {})[k] = v
+    for paired in by_steps.values():
+        if len(paired) > 1:                            # the pipeline's own pairing check, over these arms
+            shared = rlbp_audit.backups_share_draws(paired)
+            for name in paired:
+                results[name]["checks"]["backups_share_draws"] = shared
+    for name in full:
+        if table[name][2] == "placebo":                # the placebo really drew other critic rows than max_min's
+            others = {r["draws_sha256"] for k, r in results.items() if table[k][2] != "placebo"}
+            results[name]["checks"]["placebo_changes_critic_draws"] = results[name]["draws_sha256"] not in others
     return {"seed": seed, "eval_day_hashes": days_report["eval_day_hashes"], "alignment": aligned,
-            "replay": replay, "arms": results}
+            "replay": replay, "arms": results, "tuned_constant": tuned_constant(data, cfg) if tune else None,
+            "headroom": {k: room[k] for k in ("constant", "fixed_gain", "best_constant", "best_constant_action",
+                                               "best_per_kind", "best_per_campaign")}}
 
 
 # --- Across seeds ---------------------------------------------------------------------------------
@@ -429,26 +633,43 @@ REPLAY_TOLERANCE = 1e-9
 
 
 def failed(row: Mapping[str, Any]) -> list[str]:
-    """What failed on one seed: an arm's check (``arm.check``), the counterfactual replay, or the pairing."""
-    bad = [f"{arm}.{k}" for arm, r in row["arms"].items() for k, v in r["checks"].items() if v is not True]
-    rp = row["replay"]
-    if not rp["counterfactual_state_error"] < REPLAY_TOLERANCE:
-        bad.append("counterfactual_state_replays_log")
-    if not rp["counterfactual_reward_error"] < REPLAY_TOLERANCE:
-        bad.append("counterfactual_reward_replays_log")
-    if not rp["counterfactual_action_error"] < REPLAY_TOLERANCE:
-        bad.append("counterfactual_takes_its_action")
-    if rp["alignment_reference_agrees"] is not True:
-        bad.append("alignment_reference_agrees")
-    if len({r["draws_sha256"] for r in row["arms"].values()}) > 1:     # every arm took the same critic stream
+    """What failed an integrity check on one seed: an arm's check other than :data:`OUTCOME_CHECKS`
+    (``arm.check``), the counterfactual replay, or the pairing."""
+    bad = [f"{arm}.{k}" for arm, r in row["arms"].items() for k, v in r["checks"].items()
+           if v is not True and k not in OUTCOME_CHECKS]
+    rp = row.get("replay")
+    if rp is not None:
+        if not rp["counterfactual_state_error"] < REPLAY_TOLERANCE:
+            bad.append("counterfactual_state_replays_log")
+        if not rp["counterfactual_reward_error"] < REPLAY_TOLERANCE:
+            bad.append("counterfactual_reward_replays_log")
+        if not rp["counterfactual_action_error"] < REPLAY_TOLERANCE:
+            bad.append("counterfactual_takes_its_action")
+        if rp["alignment_reference_agrees"] is not True:
+            bad.append("alignment_reference_agrees")
+    shared: dict[int, set] = {}                        # every arm but the placebo took the same critic stream
+    for r in row["arms"].values():                     # (per budget: a longer one draws more rows)
+        if "placebo_changes_critic_draws" not in r["checks"]:
+            shared.setdefault(r.get("critic_steps"), set()).add(r["draws_sha256"])
+    if any(len(v) > 1 for v in shared.values()):
         bad.append("arms_share_minibatches")
     return bad
+
+
+def flagged(rows: Sequence[Mapping[str, Any]], arm: str) -> dict[str, list[str]]:
+    """``{seed: outcome checks that failed}`` for one arm (:data:`OUTCOME_CHECKS`): reported, never dropped."""
+    out = {}
+    for r in rows:
+        bad = [k for k in OUTCOME_CHECKS if r["arms"][arm]["checks"].get(k, True) is not True]
+        if bad:
+            out[str(r["seed"])] = bad
+    return out
 
 
 def refuse_failed(rows: Sequence[Mapping[str, Any]]) -> None:
     bad = {r["seed"]: failed(r) for r in rows if failed(r)}
     if bad:
-        raise StudyRefused(f"rlbp diagnosis refused, checks failed on seeds {bad}; no interval is written")
+        raise StudyRefused(f"rlbp diagnosis refused, integrity checks failed on seeds {bad}; no interval is written")
     seen: dict[str, int] = {}
     for r in rows:
         for h in r["eval_day_hashes"]:
@@ -457,11 +678,21 @@ def refuse_failed(rows: Sequence[Mapping[str, Any]]) -> None:
             seen[h] = r["seed"]
 
 
+def _with_verdict(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+    from litrepro.stats import paired_ci, verdict
+
+    ci = paired_ci(a, b)
+    return {**ci, "verdict": verdict(ci)}
+
+
 def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Per arm: arm - fixed gain and arm - max_min (paired 95% t intervals), the share of the best constant
-    action's headroom (paired bootstrap), the mean action shares; and the reward alignment across seeds."""
+    """Per arm: arm - fixed gain and arm - max_min (paired 95% t intervals, over every seed and, where an outcome
+    check flagged a seed, without the flagged seeds too), the share of the best constant action's headroom
+    (paired bootstrap), the mean action shares and the critic diagnostics; the ablation table (raw and
+    Holm-adjusted); and the reward alignment across seeds."""
     import numpy as np
 
+    from litrepro.holm import holm
     from litrepro.rlbp.study import headroom_share
     from litrepro.stats import paired_ci, verdict
 
@@ -476,18 +707,40 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     out_arms = []
     for a in arms:
         learned = [r["arms"][a]["learned_true_value"] for r in rows]
-        vs_fixed, vs_base = paired_ci(learned, fixed), paired_ci(learned, base)
-        out_arms.append({"arm": a, "changes": ARMS[a][0], "n": len(rows),
-                         "minus_fixed_gain": {**vs_fixed, "verdict": verdict(vs_fixed)},
-                         "minus_max_min": {**vs_base, "verdict": verdict(vs_base)},
-                         "share_of_headroom": headroom_share(np.subtract(learned, fixed), np.subtract(best, fixed)),
-                         "mean_action_shares": np.mean([r["arms"][a]["action_shares"] for r in rows], 0).tolist()})
+        entry = {"arm": a, "changes": ARMS[a][0], "n": len(rows),
+                 "minus_fixed_gain": _with_verdict(learned, fixed), "minus_max_min": _with_verdict(learned, base),
+                 "share_of_headroom": headroom_share(np.subtract(learned, fixed), np.subtract(best, fixed)),
+                 "mean_action_shares": np.mean([r["arms"][a]["action_shares"] for r in rows], 0).tolist(),
+                 "flagged_seeds": flagged(rows, a)}
+        if entry["flagged_seeds"]:
+            keep = [i for i, r in enumerate(rows) if str(r["seed"]) not in entry["flagged_seeds"]]
+            entry["without_flagged"] = {"n": len(keep)} if not keep else {
+                "n": len(keep),
+                "minus_fixed_gain": _with_verdict([learned[i] for i in keep], [fixed[i] for i in keep]),
+                "minus_max_min": _with_verdict([learned[i] for i in keep], [base[i] for i in keep])}
+        if all(r["arms"][a].get("critic") for r in rows):
+            entry["critic"] = {
+                "rank_correlation": paired_ci([r["arms"][a]["critic"]["rank_correlation"] for r in rows], [0.0] * len(rows)),
+                "greedy_agreement": paired_ci([r["arms"][a]["critic"]["greedy_agreement"] for r in rows], [0.0] * len(rows)),
+                "action_bias": np.mean([r["arms"][a]["critic"]["action_bias"] for r in rows], 0).tolist()}
+        out_arms.append(entry)
+    diffs = {label: [r["arms"][x]["learned_true_value"] - r["arms"][y]["learned_true_value"] for r in rows]
+             for label, x, y, _ in ABLATIONS if x in arms and y in arms}
+    adjusted = holm(diffs)
+    ablation = []
+    for label, x, y, confound in ABLATIONS:
+        if label in diffs:
+            raw = _with_verdict([r["arms"][x]["learned_true_value"] for r in rows],
+                                [r["arms"][y]["learned_true_value"] for r in rows])
+            ablation.append({"factor": label, "arm": x, "against": y, "also_differs": confound, "raw": raw,
+                             "holm": adjusted[label]})
     align = {}
-    for key in ("agreement", "segment_best_is_8", "day_best_is_8", "segment_regret_of_day_best"):
-        values = [r["alignment"][key] for r in rows]
-        align[key] = {**paired_ci(values, [0.0] * len(values)), "values": values}
+    if all(r.get("alignment") for r in rows):
+        for key in ("agreement", "segment_best_is_8", "day_best_is_8", "segment_regret_of_day_best"):
+            values = [r["alignment"][key] for r in rows]
+            align[key] = {**paired_ci(values, [0.0] * len(values)), "values": values}
     head = paired_ci(best, fixed)
-    out = {"arms": out_arms, "alignment": align, "headroom": {**head, "verdict": verdict(head)}}
+    out = {"arms": out_arms, "ablation": ablation, "alignment": align, "headroom": {**head, "verdict": verdict(head)}}
     check_intervals(rows, out)
     return out
 
@@ -528,6 +781,26 @@ def check_intervals(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any
             d_base.append(r[a]["learned_true_value"] - r["max_min"]["learned_true_value"])
         compare(f"{a} - fixed_gain", arm["minus_fixed_gain"], d_fixed)
         compare(f"{a} - max_min", arm["minus_max_min"], d_base)
+        if arm.get("without_flagged", {}).get("n"):
+            keep = [s for s in sorted(by_seed) if str(s) not in arm["flagged_seeds"]]
+            compare(f"{a} - fixed_gain without flagged", arm["without_flagged"]["minus_fixed_gain"],
+                    [by_seed[s]["arms"][a]["learned_true_value"] - by_seed[s]["arms"]["max_min"]["fixed_gain"] for s in keep])
+            compare(f"{a} - max_min without flagged", arm["without_flagged"]["minus_max_min"],
+                    [by_seed[s]["arms"][a]["learned_true_value"] - by_seed[s]["arms"]["max_min"]["learned_true_value"]
+                     for s in keep])
+        flags = {str(s): [k for k in OUTCOME_CHECKS if by_seed[s]["arms"][a]["checks"].get(k, True) is not True]
+                 for s in sorted(by_seed)}
+        if arm["flagged_seeds"] != {s: v for s, v in flags.items() if v}:
+            bad.append(f"{a} flagged seeds")
+        if "critic" in arm:
+            for key in ("rank_correlation", "greedy_agreement"):
+                compare(f"{a} critic {key}", arm["critic"][key], [by_seed[s]["arms"][a]["critic"][key] for s in sorted(by_seed)])
+    for row in summary["ablation"]:
+        d = [by_seed[s]["arms"][row["arm"]]["learned_true_value"] - by_seed[s]["arms"][row["against"]]["learned_true_value"]
+             for s in sorted(by_seed)]
+        compare(f"ablation {row['factor']}", row["raw"], d)
+        if not abs(row["holm"]["mean_difference"] - sum(d) / len(d)) <= rel_tol * max(abs(sum(d) / len(d)), 1e-12):
+            bad.append(f"ablation {row['factor']} holm mean")
     for key, got in summary["alignment"].items():
         compare(f"alignment {key}", got, [by_seed[s]["alignment"][key] for s in sorted(by_seed)])
     compare("headroom", summary["headroom"], [by_seed[s]["arms"]["max_min"]["best_constant"]
@@ -666,10 +939,40 @@ def findings(data: Mapping[str, Any]) -> list[str]:
                            f"{_words(f['minus_max_min'], 'max_min')}" for f in fixes)
         caveat = f" Caveat: {confound}, so it supports only their combination." if confound else ""
         out.append(f"Changing {label} {effect[cause_verdict(fixes)]}: {detail}.{caveat}")
+    placebo = _arm(data, "placebo")
     if len(tried) > 1 and all(f["minus_max_min"]["ci95_low"] > 0 for f in tried):
-        out.append("Every arm tried improves on max_min, so these arms do not single out one cause; a placebo arm "
-                   "(max_min retrained on another minibatch order) is not run here.")
+        out.append("Every arm tried improves on max_min, so these arms do not single out one cause"
+                   + (f"; the placebo (a reseeded max_min critic) is {_words(placebo['minus_max_min'], 'max_min')}."
+                      if placebo is not None else "; no placebo arm was run."))
+    for arm in data["summary"]["arms"]:
+        if arm.get("flagged_seeds"):
+            w = arm["without_flagged"]
+            rest = (f"without the flagged seeds ({w['n']}) {_words(w['minus_fixed_gain'], 'the fixed gain')}"
+                    if w["n"] else "no seed is left without a flag")
+            out.append(f"{arm['arm']}: an outcome check failed on seed(s) "
+                       + ", ".join(f"{s} ({', '.join(v)})" for s, v in arm["flagged_seeds"].items())
+                       + f"; the arm is kept: over all {arm['n']} seeds it is {_words(arm['minus_fixed_gain'], 'the fixed gain')}, "
+                       f"{rest}.")
     out.append("Untested by any arm here: " + "; ".join(UNTESTED) + ".")
+    return out
+
+
+def ablation_findings(data: Mapping[str, Any]) -> list[str]:
+    """One sentence per ablation row: the raw 95% interval and the Holm-adjusted one, words from each."""
+    from litrepro.stats import fmt_ci
+
+    rows = data["summary"].get("ablation", [])
+    out = []
+    if rows:
+        out.append(f"One factor per row, arm a - arm b on the same seeds; raw 95% t intervals and, beside them, "
+                   f"Holm-adjusted ones over the {len(rows)} rows (the interval at the level Holm's step-down "
+                   "procedure tests the row at; its words from the adjusted p-value).")
+    for r in rows:
+        raw, h = r["raw"], r["holm"]
+        words = {">0": "higher", "<0": "lower"}.get(raw["verdict"], "no detectable difference")
+        also = f" ({r['also_differs']})" if r["also_differs"] else ""
+        out.append(f"{r['factor']}: {r['arm']} - {r['against']} reads {words} {fmt_ci(raw['ci95_low'], raw['ci95_high'])}; "
+                   f"Holm-adjusted {h['reads']} {fmt_ci(h['low'], h['high'])}{also}.")
     return out
 
 
@@ -738,7 +1041,9 @@ def plot(data: Mapping[str, Any]):
 #: This module's functions that compute the numbers (the findings' wording, the table and the figure are not).
 COMPUTING = ("_tile_campaigns", "_tile_draws", "switch_policy", "counterfactuals", "discounted_from", "alignment",
              "alignment_reference", "replay_checks", "regression_targets", "with_targets", "action_shares", "run_seed",
-             "failed", "refuse_failed", "summarise", "_plain_ci", "check_intervals", "critic_data_checks")
+             "failed", "refuse_failed", "summarise", "_plain_ci", "check_intervals", "critic_data_checks",
+             "ReseededStreams", "placebo_draws_replayed", "average_ranks", "critic_diagnostics", "tuned_constant", "flagged",
+             "_with_verdict")
 
 
 def source_hashes() -> dict[str, str]:
@@ -751,11 +1056,13 @@ def source_hashes() -> dict[str, str]:
     from litrepro.rlbp.study import source_hashes as study_hashes
 
     out = {k: v for k, v in study_hashes().items() if not k.endswith("rlbp/diagnosis.py")}
-    for name in ("studies/rlbp_diagnosis.py", "src/litrepro/stats.py", "src/litrepro/rlbp/study.py"):
+    for name in ("studies/rlbp_diagnosis.py", "src/litrepro/stats.py", "src/litrepro/rlbp/study.py",
+                 "src/litrepro/holm.py"):
         out[name] = hashlib.sha256((ROOT / name).read_bytes()).hexdigest()
     this = globals()
     code = "".join(inspect.getsource(this[name]) for name in COMPUTING) + json.dumps(
-        [ARMS, MARGIN_OF, BEST_CONSTANT, REPLAY_TOLERANCE, CRITIC_FIGURES], sort_keys=True)
+        [ARMS, MARGIN_OF, BEST_CONSTANT, REPLAY_TOLERANCE, CRITIC_FIGURES, OUTCOME_CHECKS, RESEEDED, ABLATIONS, FQE],
+        sort_keys=True)
     out["diagnosis computing functions and constants"] = hashlib.sha256(code.encode()).hexdigest()
     return out
 
