@@ -62,3 +62,47 @@ def test_rendered_waypoint_history_and_audit_follow_the_seed():
         audit = row["teacher_rl_audit"]
         assert audit["total_sampled_actions"] == 512 and len(audit["history"]) == 8
         assert [x["step"] for x in row["teacher_snapshot_lineage"]] == [0, 4, 8]
+
+
+#: What a reader must never see in a rendered output: a committed study reported missing, or a crash.
+MISSING_OR_CRASHED = ("not found", "Traceback", "run its make target")
+
+
+def _outputs_text(path) -> str:
+    """Every output a rendered notebook shows (stream text, plain text and HTML), not its code or markdown."""
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    parts = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            parts.append(out.get("text", "") if isinstance(out.get("text", ""), str) else "".join(out["text"]))
+            data = out.get("data", {})
+            parts += [data.get(k, "") if isinstance(data.get(k, ""), str) else "".join(data[k])
+                      for k in ("text/plain", "text/html", "text/markdown")]
+            parts += out.get("traceback", [])
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("path", sorted([*RENDERED.glob("*/seed-*.ipynb"), RENDERED / "summary.ipynb"]),
+                         ids=lambda p: p.relative_to(RENDERED).as_posix())
+def test_no_rendered_notebook_says_a_committed_study_is_missing_or_crashed(path):
+    """issue 32: the summary notebook printed '<study>.json not found ... run its make target' for committed studies
+    (it resolved rendered/ against the kernel's folder); re-execution reproduced it, so nbval could not see it."""
+    text = _outputs_text(path)
+    found = [w for w in MISSING_OR_CRASHED if w in text]
+    assert not found, f"{path.name} shows {found}"
+
+
+def test_summary_html_says_no_committed_study_is_missing():
+    text = (RENDERED / "summary.html").read_text(encoding="utf-8")
+    assert not [w for w in MISSING_OR_CRASHED if w in text]
+
+
+def test_study_findings_resolve_a_relative_path_from_the_repository_root(tmp_path, monkeypatch):
+    from litrepro import findings
+
+    monkeypatch.chdir(tmp_path)                                          # as a kernel in notebooks/ would
+    lines = findings.study_findings("rendered/pinterest_rlbp/backup_study.json", lambda data: [str(data["n_seeds"])])
+    assert lines and "not found" not in lines[0]
+    assert findings.study_findings(tmp_path / "nothing.json", lambda d: ["x"])[0].startswith("nothing.json not found")

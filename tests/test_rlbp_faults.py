@@ -886,3 +886,17 @@ def test_a_model_load_inside_a_stage_fails_the_offline_check(monkeypatch):
     results = ex.run(SMALL, sweep=False)
     assert results["checks"]["no_live_bidder_or_model_calls"] is False
     assert results["metrics"]["pretrained_model_calls"] >= 1
+
+
+def test_a_rare_action_sampled_twice_is_not_a_fault_but_a_shifted_count_is():
+    """The count test of ``truth_simulates_served_policy`` uses each count's own law for a rare action (budget study,
+    seed 60, expected_sarsa@600: action 6, expected 0.088 times, drawn twice: z = 6.5 under the normal law)."""
+    import math
+
+    from litrepro.rlbp import audit as rlbp_audit
+    lam = 0.08835919005428397
+    assert rlbp_audit.count_tail_p(2, lam, lam) == pytest.approx(2 * (1 - math.exp(-lam) * (1 + lam)), rel=1e-9)
+    assert rlbp_audit.count_tail_p(2, lam, lam) > rlbp_audit.SERVED_COUNT_P
+    assert rlbp_audit.count_tail_p(9, lam, lam) < rlbp_audit.SERVED_COUNT_P          # nine draws of it is a fault
+    assert rlbp_audit.count_tail_p(1300 + 5.1 * 18.82, 1300, 18.82 ** 2) < rlbp_audit.SERVED_COUNT_P  # |z| > 5
+    assert rlbp_audit.count_tail_p(1300 + 4.9 * 18.82, 1300, 18.82 ** 2) > rlbp_audit.SERVED_COUNT_P

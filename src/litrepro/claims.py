@@ -179,15 +179,17 @@ def headline_rlbp_study(root: Path) -> str:
     counts = b["headroom"]["best_constant_action_counts"]
     best_action, best_n = max(counts.items(), key=lambda kv: kv[1])
     n = b["n_seeds"]
-    out = [f"`pinterest_rlbp`, {n} seeds, every critic backup on the same data and evaluation days "
-           f"(`rendered/pinterest_rlbp/backup_study.json`). Paired per-seed differences of the true value "
+    steps = b["provenance"]["parameters"]["critic_steps"]
+    out = [f"`pinterest_rlbp`, {n} seeds, every critic backup at the seed's budget of {steps} critic steps, on the same data "
+           f"and evaluation days (`rendered/pinterest_rlbp/backup_study.json`; the budget study above varies the budget). "
+           f"Paired per-seed differences of the true value "
            f"(the simulator's mean fused reward per decision), 95% t intervals, bounds rounded outward.",
            "",
            f"- Headroom: the best constant action in hindsight is action {best_action} on "
            f"{prose.count(best_n, n, 'seeds')}; best constant − fixed gain {prose.estimate(room['best_constant - fixed_gain'])}, "
            f"best per campaign kind − fixed gain {prose.estimate(room['best_per_kind - fixed_gain'])}, "
            f"best per campaign − fixed gain {prose.estimate(room['best_per_campaign - fixed_gain'])}.",
-           f"- Learned policy against the fixed gain: {prose.tally_sentence([x['learned_minus_fixed'] for x in b['backups']], noun='backups')} "
+           f"- Learned policy against the fixed gain, at {steps} steps: {prose.tally_sentence([x['learned_minus_fixed'] for x in b['backups']], noun='backups')} "
            f"(`max_min` is the seed's backup; the others are ours).",
            f"- Checks: {_pass_rates(b['check_pass_rates'], n)}",
            *[f"- Refused: `{arm}` gets no interval, because its checks failed on seed {', '.join(seeds)} "
@@ -737,7 +739,7 @@ def headline_why(root: Path) -> str:
     from litrepro.rlbp import diagnosis
 
     return "\n".join([
-        f"`pinterest_rlbp` at the seed's 600 critic steps: arms that change the critic's or the actor's training "
+        f"`pinterest_rlbp` at the seed's {diag['provenance']['parameters']['critic_steps']} critic steps: arms that change the critic's or the actor's training "
         f"({', '.join(f'`{a}`' for a in diagnosis.ARMS if a != 'max_min' and a not in diagnosis.SEVERAL)} one setting each; "
         f"{', '.join(f'`{a}`' for a in diagnosis.SEVERAL)} several at once), on the same data, evaluation days and draws "
         f"as `max_min`, {diag['n_seeds']} seeds (`{DIAGNOSIS}`); all are our reconstructions. The placebo is `max_min` "
@@ -786,8 +788,9 @@ def headline_budget(root: Path) -> str:
         f"`pinterest_rlbp`, {data['n_seeds']} seeds, the learned bidder against three baselines (`{BUDGET}`): the untuned "
         "default (the fixed gain, action 4, the grid's centre), a constant tuned offline from the logged data by fitted-Q "
         f"evaluation (it picks the best constant in hindsight on {prose.count(t['picks_best'], data['n_seeds'], 'seeds')}), "
-        "and the best constant in hindsight (an upper bound from the simulator). \"Converged\" is the budget, of 600 to "
-        "12000 critic steps, with the lowest held-out TD loss on the logged data, per seed. Paired 95% t intervals, bounds "
+        f"and the best constant in hindsight (an upper bound from the simulator). \"Converged\" is the budget, of "
+        f"{min(data['arms']['budgets'])} to {max(data['arms']['budgets'])} critic steps, with the lowest held-out TD loss on "
+        "the logged data, per seed. Paired 95% t intervals, bounds "
         "rounded outward; `max_min` is the seed's backup, the others, the budgets, the rule and the tuned constant are our "
         "reconstructions.", "",
         _budget_headline_table(data), "",

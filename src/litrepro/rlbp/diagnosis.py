@@ -139,6 +139,10 @@ CAUSES = {
     "target_network": ("the target network's sync period", ("sync_1", "sync_100"), ""),
     "discount": ("the discount gamma = 0.9", ("gamma_0", "gamma_0.5"),
                  "gamma_0 also removes bootstrapping (its targets are the rewards)"),
+    "operator": ("the max/min operator (expected-SARSA under mu keeps bootstrapping and the target network)",
+                 ("expected_sarsa",), ""),
+    "budget": ("the critic's budget (600 to 3000 steps)", ("steps_3000",), ""),
+    "actor": ("the actor's support or temperature", ("top_1", "temperature_1"), ""),
 }
 #: Explanations no arm here tests (named so that no sentence claims them).
 UNTESTED = ("other critic architectures or state features than the pipeline's",
@@ -899,6 +903,11 @@ def findings(data: Mapping[str, Any]) -> list[str]:
     base = _arm(data, "max_min")
     out.append(f"The seed's max_min policy is {_words(base['minus_fixed_gain'], 'the fixed gain')}; the best constant "
                f"action is {_words(s['headroom'], 'the fixed gain')}.")
+    placebo = _arm(data, "placebo")
+    if placebo is not None:
+        out.append(f"The placebo, max_min retrained with another initialisation and minibatch order and nothing else, is "
+                   f"{_words(placebo['minus_max_min'], 'max_min')}: that is how far a retraining alone moves the policy, "
+                   "the yardstick for every arm below.")
     al = s["alignment"]
     out.append(f"Reward alignment: over every logged state, the one-segment reward's best action is the day-level "
                f"truth's best action in a share {_share(al['agreement'])} of states (mean over seeds); action "
@@ -939,7 +948,6 @@ def findings(data: Mapping[str, Any]) -> list[str]:
                            f"{_words(f['minus_max_min'], 'max_min')}" for f in fixes)
         caveat = f" Caveat: {confound}, so it supports only their combination." if confound else ""
         out.append(f"Changing {label} {effect[cause_verdict(fixes)]}: {detail}.{caveat}")
-    placebo = _arm(data, "placebo")
     if len(tried) > 1 and all(f["minus_max_min"]["ci95_low"] > 0 for f in tried):
         out.append("Every arm tried improves on max_min, so these arms do not single out one cause"
                    + (f"; the placebo (a reseeded max_min critic) is {_words(placebo['minus_max_min'], 'max_min')}."

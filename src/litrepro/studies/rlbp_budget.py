@@ -279,7 +279,7 @@ def findings(data: Mapping[str, Any]) -> list[str]:
                f"{_words(seed_row['minus_tuned_constant'], 'the offline-tuned constant')} and "
                f"{_words(seed_row['minus_best_constant'], 'the best constant in hindsight')}.")
     out.append(f"At the budget the convergence rule picks from logged data (held-out TD loss; {picks[0]} to {picks[-1]} "
-               f"steps over the seeds), it is {_words(conv['minus_fixed_gain'], 'the untuned default')}, "
+               f"steps over the seeds, {max(BUDGETS)} on {sum(x == max(BUDGETS) for x in picks)} of {n}), it is {_words(conv['minus_fixed_gain'], 'the untuned default')}, "
                f"{_words(conv['minus_tuned_constant'], 'the offline-tuned constant')} and "
                f"{_words(conv['minus_best_constant'], 'the best constant in hindsight')}.")
     top = max(BUDGETS)
@@ -288,9 +288,14 @@ def findings(data: Mapping[str, Any]) -> list[str]:
         out.append(f"{b} at {top} steps: {_words(row['minus_fixed_gain'], 'the untuned default')}; "
                    f"{_words(row['minus_best_constant'], 'the best constant in hindsight')}.")
     t = s["tuned_constant"]
+    ips_best = sum(a == b for a, b in zip(t["ips_actions"], t["best_constant_actions"]))
     out.append(f"The offline-tuned constant (fitted-Q evaluation of each constant action on the logged data) picks "
-               f"the best constant in hindsight on {t['picks_best']} of {n} seeds; it is "
-               f"{_words(s['baselines']['tuned_constant - fixed_gain'], 'the untuned default')}.")
+               f"the best constant in hindsight on {t['picks_best']} of {n} seeds, and the untuned default on "
+               f"{sum(a == 4 for a in t['actions'])}; it is "
+               f"{_words(s['baselines']['tuned_constant - fixed_gain'], 'the untuned default')}. Ordinary IPS of the "
+               f"one-segment reward, the other estimator tried, picks the best constant on {ips_best} of {n} seeds"
+               + (": from these logs neither estimator finds the constant that the simulator ranks first on any seed."
+                  if t["picks_best"] == 0 and ips_best == 0 else "."))
     for row in s["scaling"]:
         out.append(f"{row['backup']} with {row['logged_days']} logged days and {row['steps']} steps (compute in "
                    f"proportion to the data): {_words(row['minus_fixed_gain'], 'the untuned default')}.")
