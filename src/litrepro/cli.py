@@ -208,6 +208,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds, max_count=max(0, args.max_jobs // per_seed))
     if len(seeds) * per_seed > args.max_jobs:  # pragma: no cover - parse_seeds already refused it
         raise UsageError(f"{len(seeds) * per_seed} jobs is more than --max-jobs {args.max_jobs}")
+    outdir.check_path(out)                     # reads only: a folder another user controls is refused here
     outdir.inspect(out)                        # reads only: a foreign, non-empty folder is refused here
     client = cluster = None
     if args.scheduler.startswith(("tcp://", "tls://")):   # an unreachable scheduler fails before --out is touched
@@ -239,6 +240,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             scratch = outdir.new_run_scratch(out)
             saved_env = dict(os.environ)
             try:
+                outdir.pin(out)                            # a swap of --out from here on is refused
                 _private_environment(folder, scratch)
                 outcomes, skipped = _run_jobs(args, jobs, scratch, reuse, client, cluster)
                 client = cluster = None                      # closed by _run_jobs
@@ -253,6 +255,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                             what = "summary" if name == "summary.ipynb" else "sweep summary"
                             problems.append(f"{what} notebook not written: {type(err).__name__}: {err}".strip())
             finally:
+                outdir.unpin(out)
                 os.environ.clear()
                 os.environ.update(saved_env)
                 tempfile.tempdir = None

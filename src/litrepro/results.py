@@ -51,3 +51,37 @@ def read_result(path: Path) -> dict[str, Any] | None:
         return parse_result(outdir.read_plain(Path(path)))
     except (OSError, UsageError):
         return None
+
+
+def journalled_seed_results(out: "outdir.OutDir", rel: str) -> tuple[list[tuple[str, bytes | None]], list[str], list[str]]:
+    """The seed files of ``out/rel`` that a summary may read, and the names it must ignore.
+
+    A summary reads only a seed JSON that the journal (``.litrepro/OWNER``) records with the sha256 it has
+    now: a file another process dropped into the folder, or one edited since the runner wrote it, is
+    ignored (issue 33).  Returns ``([(name, bytes)], [ignored names], [one line per refused file])``; a folder without a journal (a
+    committed ``rendered/`` in a fresh clone, before a run adopts it) has every seed file read.
+    """
+    names = seed_result_names(out.listdir(rel))
+    journal = out.has_record()
+    owned = out.record()[0] if journal else {}
+    kept, ignored, refused = [], [], []
+    for name in names:
+        path = f"{rel}/{name}" if rel else name
+        try:
+            data = out.read(path)
+        except UsageError as err:                # a link, FIFO or device: refused, never opened
+            refused.append(f"{err}; left out of the summary")
+            continue
+        if not journal or (data is not None and owned.get(path) == outdir.sha256_bytes(data)):
+            kept.append((name, data))
+        else:
+            ignored.append(name)
+    return kept, ignored, refused
+
+
+def ignored_line(folder: "Path | str", ignored: list[str]) -> str:
+    """The one warning line naming the seed files a summary ignored."""
+    shown = ", ".join(ignored[:10]) + (f" and {len(ignored) - 10} more" if len(ignored) > 10 else "")
+    return (f"WARNING: {outdir.show(folder)}: {len(ignored)} seed file(s) not recorded by this folder's journal "
+            f"with their current sha256, ignored by the summary: {shown}")
+

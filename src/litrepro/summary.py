@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -112,11 +111,22 @@ def calibration_extras(results: list[Mapping[str, Any]], seed_file: Mapping[str,
 # --- Helpers of the cross-seed summary notebook (notebooks/summary.ipynb) -------------------
 
 def load_seed_results(results_dir: str | Path, method: str) -> list[dict[str, Any]]:
-    """Every readable ``<results_dir>/<method>/seed-<N>.json``, sorted by seed (those the runner's summary.json covers)."""
-    folder = Path(results_dir)
-    folder = (folder if folder.is_absolute() else ROOT / folder) / method
-    names = seed_result_names(os.listdir(folder)) if folder.is_dir() else []
-    return [r for r in (read_result(folder / n) for n in names) if r is not None]
+    """Every readable ``<results_dir>/<method>/seed-<N>.json`` that the folder's journal records, sorted by
+    seed: the seeds the runner's summary.json covers (:func:`litrepro.results.journalled_seed_results`);
+    any other seed file is named in one warning line on stderr and ignored."""
+    import sys
+
+    from litrepro import outdir
+    from litrepro.results import ignored_line, journalled_seed_results, parse_result
+
+    root = Path(results_dir)
+    root = root if root.is_absolute() else ROOT / root
+    if not (root / method).is_dir():
+        return []
+    found, ignored, _refused = journalled_seed_results(outdir.OutDir(root), method)
+    if ignored:
+        print(ignored_line(root / method, ignored), file=sys.stderr)
+    return [r for r in (parse_result(data) for _, data in found) if r is not None]
 
 
 def _pm(stats: Mapping[str, Any] | None, digits: int = 4, zero: bool = False, count: bool = False) -> str:
