@@ -147,3 +147,17 @@ def test_a_dropped_seed_json_is_ignored_with_one_warning(tmp_path, capsys):
     assert len(err) == 1 and "seed-999.json" in err[0] and "seed-6.json" in err[0] and "ignored" in err[0]
     seeds = [r["provenance"]["seed"] for r in summary.load_seed_results(out, "pinterest_rlbp")]
     assert seeds == [5]
+
+
+def test_a_refused_out_is_refused_before_the_sweep_is_validated(base, capsys, monkeypatch):
+    """Also noticed: validating a sweep costs milliseconds per point and ran before --out was checked, so a bad
+    --out could take a minute to refuse.  Now --out and --seeds are checked first."""
+    out = base / "out"
+    out.mkdir()
+    os.chown(out, _nobody(), -1)
+
+    def no_sweep(*args, **kwargs):
+        raise AssertionError("the sweep was validated before --out")
+
+    monkeypatch.setattr(cli, "sweep_points", no_sweep)
+    _refused(capsys, cli.main(_run(out)), "another user")

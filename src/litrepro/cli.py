@@ -203,13 +203,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     reuse = 1 if args.fresh_kernels else (args.kernel_reuse or runner.DEFAULT_KERNEL_REUSE)
     check_address(args.scheduler)
     out = outdir.absolute(args.out)            # before anything else: kernels run in notebooks/, not here
+    outdir.check_path(out)                     # reads only: a folder another user controls is refused here
+    outdir.inspect(out)                        # reads only: a foreign, non-empty folder is refused here
+    parse_seeds(args.seeds, max_count=args.max_jobs)   # cheap checks first: a sweep point costs milliseconds
     points = sweep_points(args.settings, args.methods, max_points=args.max_jobs)
     per_seed = sum(len(points[m]) for m in args.methods)
     seeds = parse_seeds(args.seeds, max_count=max(0, args.max_jobs // per_seed))
     if len(seeds) * per_seed > args.max_jobs:  # pragma: no cover - parse_seeds already refused it
         raise UsageError(f"{len(seeds) * per_seed} jobs is more than --max-jobs {args.max_jobs}")
-    outdir.check_path(out)                     # reads only: a folder another user controls is refused here
-    outdir.inspect(out)                        # reads only: a foreign, non-empty folder is refused here
     client = cluster = None
     if args.scheduler.startswith(("tcp://", "tls://")):   # an unreachable scheduler fails before --out is touched
         from litrepro.scheduler import connect, external_security
