@@ -104,3 +104,21 @@ def test_the_policy_study_script_refuses_in_one_line_or_runs(tmp_path, argv):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert ("--jobs" if extra else argv[0]) in lines[0]
+
+
+@pytest.mark.parametrize("argv, content, words", [
+    (["--only", "bogus"], None, "invalid choice"),
+    (["--only", "effect-study"], '{"rows": [1, 2', "effect_study.json: not valid JSON"),
+    (["--only", "effect-study"], "[" * 100_000 + "]" * 100_000, "nested 100000 deep"),
+    (["--only", "effect-study"], '{"no": "rows"}', "lacks or mangles"),
+])
+def test_replot_refuses_bad_arguments_and_bad_json_in_one_line(tmp_path, argv, content, words):
+    root = tmp_path / "root"
+    (root / "rendered" / "waypoint_opd").mkdir(parents=True)
+    if content is not None:
+        (root / "rendered" / "waypoint_opd" / "effect_study.json").write_text(content)
+    env = {**__import__("os").environ, "LITREPRO_ROOT": str(root), "MPLBACKEND": "Agg"}
+    proc = subprocess.run([sys.executable, str(ROOT / "studies" / "replot.py"), *argv, "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and words in lines[0], proc.stderr[-2000:]

@@ -18,7 +18,7 @@ A study script (``studies/*.py``) builds its parser here instead of with a bare 
 
 and any other bad argument (an unknown option, a missing value) is also one line, exit 2.  The
 validators (:func:`seeds`, :func:`jobs`, :func:`bounded_int`) raise :class:`StudyArgError` and can be
-used alone.
+used alone; :class:`OneLineParser` is the parser for a script with other options only.
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def steps_bound(parameter: str) -> int:
     return UPPER_BOUNDS[parameter]
 
 
-class _Parser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose every error is one line on stderr and exit status 2 (no usage block)."""
 
     def error(self, message: str) -> NoReturn:
@@ -114,7 +114,7 @@ def parser(description: str, *, seeds: str = "42-61", jobs: int = 2,
     ``parse_args`` returns ``seeds`` as a list of ints, ``jobs`` and ``steps`` as ints; a bad value,
     an unknown option or a missing value prints one line and exits with status 2.
     """
-    p = _Parser(prog=prog, description=description)
+    p = OneLineParser(prog=prog, description=description)
     p.add_argument("--seeds", type=_typed(globals()["seeds"], "seeds"), default=globals()["seeds"](seeds),
                    help=f"first-last inclusive, or one seed (default {seeds}; at most {MAX_SEEDS} seeds)")
     p.add_argument("--jobs", type=_typed(globals()["jobs"], "jobs"), default=jobs,
