@@ -76,7 +76,7 @@ def test_a_deeply_nested_json_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("bad", ["<img src=x onerror=alert(1)>", "a\n```{include} /etc/passwd\n```",
-                                 "{download}`/etc/passwd`", "[x](/etc/passwd)", "<!-- c -->", "$\\href{javascript:x}{a}$"])
+                                 "{download}`/etc/passwd`", "[x](/etc/passwd)", "[x]: /etc/passwd", "<!-- c -->", "<http://example.org>", "$\\href{javascript:x}{a}$"])
 def test_markup_in_a_data_string_is_refused(tmp_path, bad):
     root = _root(tmp_path)
     (root / "rendered" / "s.json").write_text(json.dumps({"arms": [{"name": bad}], "ok": "<= 1.5 and >= 4"}))
@@ -89,5 +89,6 @@ def test_markup_in_a_data_string_is_refused(tmp_path, bad):
 
 def test_plain_comparison_signs_in_data_strings_are_fine(tmp_path):
     root = _root(tmp_path)
-    (root / "rendered" / "s.json").write_text(json.dumps({"note": "|z| <= 3 and n >= 4", "x": 1.5}))
+    (root / "rendered" / "s.json").write_text(json.dumps({"note": "|z| <= 3 and n >= 4", "x": 1.5,
+                                                          "ci": "[+0.031, +0.040]", "set": "gamma in {0, 0.5}"}))
     assert claims.load(root, "rendered/s.json")["x"] == 1.5

@@ -119,10 +119,11 @@ def blocks() -> dict[str, tuple[str, Callable[[Path], str]]]:
     return dict(_BLOCKS)
 
 
-#: Markup a data string must not carry into a page (issue 33): HTML tags and comments, line breaks
-#: (fences, directives, headings), backticks (code spans, MyST roles), link and image brackets, braces
-#: (roles, attributes), dollar signs (math) and backslashes.  ``<=``, ``>=`` and ``|z|`` are fine.
-_MARKUP = re.compile(r"<[A-Za-z/!?]|[\r\n`\[\]{}$\\]")
+#: Markup a data string must not carry into a page (issue 33): HTML tags, comments and autolinks (``<`` and a
+#: letter, ``/``, ``!`` or ``?``), line breaks (fences, directives, headings), backticks (code spans, MyST
+#: roles), a link or image target (``](``) or reference (``]:``), and backslashes (escapes, TeX commands such
+#: as ``\href``).  ``<=``, ``>=``, ``|z|``, an interval ``[a, b]`` and a set ``{a, b}`` are fine.
+_MARKUP = re.compile(r"<[A-Za-z/!?]|[\r\n`\\]|\]\s*[(:]")
 
 
 def _refuse_markup(data: Any, rel: str, where: str = "") -> None:
