@@ -161,3 +161,27 @@ def test_a_refused_out_is_refused_before_the_sweep_is_validated(base, capsys, mo
 
     monkeypatch.setattr(cli, "sweep_points", no_sweep)
     _refused(capsys, cli.main(_run(out)), "another user")
+
+
+def test_the_summary_notebook_reads_committed_seed_files_a_checkout_changed(tmp_path):
+    """A ``git checkout`` may change a committed seed JSON after the last run journalled it: the summary
+    notebook still reads it when its bytes are git's committed blob (as a run adopts them), and nothing else."""
+    import subprocess
+
+    repo = tmp_path / "repo"
+    out = repo / "rendered"
+    folder = outdir.OutDir(out)
+    folder.claim()
+    folder.write("pinterest_rlbp/seed-5.json", _result(5))
+    (out / "pinterest_rlbp" / "seed-5.json").write_bytes(_result(5) + b" ")      # a checkout's new bytes
+    (out / "pinterest_rlbp" / "seed-7.json").write_bytes(_result(7))
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    subprocess.run([*git, "add", "rendered/pinterest_rlbp"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    (out / "pinterest_rlbp" / "seed-999.json").write_bytes(_result(999))       # untracked, unjournalled
+    seeds = [r["provenance"]["seed"] for r in summary.load_seed_results(out, "pinterest_rlbp")]
+    assert seeds == [5, 7]
+    (out / "pinterest_rlbp" / "seed-7.json").write_bytes(_result(8))             # edited since the commit
+    seeds = [r["provenance"]["seed"] for r in summary.load_seed_results(out, "pinterest_rlbp")]
+    assert seeds == [5]

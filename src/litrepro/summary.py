@@ -112,18 +112,19 @@ def calibration_extras(results: list[Mapping[str, Any]], seed_file: Mapping[str,
 
 def load_seed_results(results_dir: str | Path, method: str) -> list[dict[str, Any]]:
     """Every readable ``<results_dir>/<method>/seed-<N>.json`` that the folder's journal records, sorted by
-    seed: the seeds the runner's summary.json covers (:func:`litrepro.results.journalled_seed_results`);
-    any other seed file is named in one warning line on stderr and ignored."""
+    seed: the seeds the runner's summary.json covers (:func:`litrepro.results.journalled_seed_results`), and
+    files whose bytes git has committed (as a run adopts them); any other seed file is named in one warning
+    line on stderr and ignored."""
     import sys
 
     from litrepro import outdir
-    from litrepro.results import ignored_line, journalled_seed_results, parse_result
+    from litrepro.results import committed_blobs, ignored_line, journalled_seed_results, parse_result
 
     root = Path(results_dir)
     root = root if root.is_absolute() else ROOT / root
     if not (root / method).is_dir():
         return []
-    found, ignored, _refused = journalled_seed_results(outdir.OutDir(root), method)
+    found, ignored, _refused = journalled_seed_results(outdir.OutDir(root), method, committed_blobs(root / method))
     if ignored:
         print(ignored_line(root / method, ignored), file=sys.stderr)
     return [r for r in (parse_result(data) for _, data in found) if r is not None]
