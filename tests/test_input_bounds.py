@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from litrepro import cli, study_args
-from litrepro.params import MAX_SET_CHARS, ParameterError, parse_override
+from litrepro.cli import MAX_SET_CHARS
+from litrepro.params import ParameterError, parse_override
 from litrepro.paths import ROOT
 
 

@@ -111,6 +111,49 @@ def parse_seeds(tokens: list[str], max_count: int | None = None) -> list[int]:
     return seeds
 
 
+#: Longest ``--set KEY=VALUE`` accepted, in characters (a list of 64 numbers needs about 1,300).
+MAX_SET_CHARS = 4_096
+#: Deepest nesting of lists and mappings in a ``--set`` value (a list-valued parameter nests 1 deep);
+#: PyYAML builds nested values recursively, so 1,000 levels ended in a RecursionError.
+MAX_SET_DEPTH = 4
+
+
+def yaml_depth(text: str, limit: int) -> int:
+    """The nesting depth of ``text``'s YAML collections, from its tokens (no value is built; stops past ``limit``)."""
+    import yaml
+
+    depth = deepest = 0
+    opening = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockSequenceStartToken,
+               yaml.BlockMappingStartToken)
+    closing = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
+    try:
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(token, opening):
+                depth += 1
+                deepest = max(deepest, depth)
+                if deepest > limit:
+                    break
+            elif isinstance(token, closing):
+                depth -= 1
+    except yaml.YAMLError:
+        pass                             # not valid YAML: the parser that follows says where
+    return deepest
+
+
+def check_set(text: str) -> str:
+    """Refuse a ``--set`` before YAML builds anything: longer than :data:`MAX_SET_CHARS`, nested deeper than
+    :data:`MAX_SET_DEPTH`, or setting ``seed`` (a run's seeds come from ``--seeds`` and name its output
+    folders, so a ``seed`` setting would mislabel every result).  Returns ``text``."""
+    if len(text) > MAX_SET_CHARS:
+        raise ParameterError(f"--set {_short(text)}: longer than {MAX_SET_CHARS} characters ({len(text)})")
+    key, _, raw = text.partition("=")
+    if key.strip() == "seed":
+        raise ParameterError("--set seed: the seeds of a run come from --seeds (--seeds 7), not from --set")
+    if yaml_depth(raw, MAX_SET_DEPTH) > MAX_SET_DEPTH:
+        raise ParameterError(f"--set {_short(key.strip())}: value nested more than {MAX_SET_DEPTH} deep; refused")
+    return text
+
+
 def sweep_points(settings: list[str], method_names: list[str],
                  max_points: int = DEFAULT_MAX_JOBS) -> dict[str, list[dict[str, Any]]]:
     """Per method, the product of every ``--set key=v1,v2`` that method declares.
@@ -119,7 +162,7 @@ def sweep_points(settings: list[str], method_names: list[str],
     has is refused.  Every point is validated like the parameter file.  More
     than ``max_points`` points (``--max-jobs``) is refused before any is listed.
     """
-    parsed = [parse_override(text) for text in settings]
+    parsed = [parse_override(check_set(text)) for text in settings]
     count = 1
     for _, values in parsed:
         count *= len(values)
