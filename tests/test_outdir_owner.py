@@ -185,3 +185,16 @@ def test_the_summary_notebook_reads_committed_seed_files_a_checkout_changed(tmp_
     (out / "pinterest_rlbp" / "seed-7.json").write_bytes(_result(8))             # edited since the commit
     seeds = [r["provenance"]["seed"] for r in summary.load_seed_results(out, "pinterest_rlbp")]
     assert seeds == [5]
+
+
+def test_folders_the_run_creates_are_not_group_writable_under_umask_002(tmp_path):
+    old = os.umask(0o002)
+    try:
+        folder = outdir.OutDir(tmp_path / "new" / "out")
+        folder.claim()
+        folder.write("pinterest_rlbp/x=1/seed-5.json", b"{}")
+    finally:
+        os.umask(old)
+    for path in (tmp_path / "new", tmp_path / "new" / "out", tmp_path / "new" / "out" / "pinterest_rlbp"):
+        assert (path.stat().st_mode & 0o022) == 0, path
+    outdir.check_path(tmp_path / "new" / "out")

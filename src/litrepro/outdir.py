@@ -399,7 +399,14 @@ class OutDir:
         """Create ``out``, its private state folder and the record (a file, possibly empty)."""
         check_path(self.root)
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            missing = [p for p in (self.root, *self.root.parents) if not os.path.lexists(p)]
+            for folder in reversed(missing):        # never writable by group or others, whatever the umask
+                try:
+                    os.mkdir(folder, 0o755)
+                except FileExistsError:
+                    pass
+            if not self.root.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, "not a folder")
         except OSError as err:
             raise UsageError(f"--out {show(self.root)}: not a writable folder ({err.strerror})") from None
         fd = self.state_fd()
