@@ -119,6 +119,10 @@ def test_explorer_kernels_listen_on_no_tcp_port_and_another_user_gets_nothing(tm
         if probe is None:
             pytest.skip("cannot run Python as user nobody here (needs root and setpriv)")
         assert "CONNECTED" not in probe.stdout and probe.stdout.count("REFUSED") == len(sockets), probe
+        connection_files = [p for p in kernels.rglob("*.json") if "kernel" in p.name]
+        assert connection_files, list(kernels.rglob("*"))                  # the keys live in the private folder
+        # also noticed: /logout answered 500 (jupyter_server's page needs a static_path Voila does not set)
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/logout?token={token}", timeout=30).status == 200
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:

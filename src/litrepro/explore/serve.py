@@ -70,11 +70,18 @@ def private_kernel_dir() -> Path:
 def voila_command(root: Path, port: int, *extra: str, kernels: Path | None = None) -> list[str]:
     """Voilà on ``root`` at 127.0.0.1:``port`` with litrepro's template; the token comes from the environment.
 
-    ``kernels`` (a :func:`private_kernel_dir`): the kernels' sockets go there (IPC, no TCP port)."""
+    ``kernels`` (a :func:`private_kernel_dir`): the kernels' sockets and connection files go there (IPC, no
+    TCP port).  ``static_path`` is jupyter_server's static folder: its ``/logout`` page needs one, and Voilà
+    sets none (``/logout`` answered 500)."""
+    import jupyter_server
+
     voila = Path(sys.executable).with_name("voila")
-    ipc = ["--KernelManager.transport=ipc", f"--KernelManager.ip={kernels / 'k'}"] if kernels is not None else []
+    ipc = (["--KernelManager.transport=ipc", f"--KernelManager.ip={kernels / 'k'}",
+            f"--Voila.connection_dir_root={kernels}"] if kernels is not None else [])
+    static = Path(jupyter_server.__file__).resolve().parent / "static"
     return [str(voila), str(root), "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
-            f"--VoilaConfiguration.template={TEMPLATE}", "--Voila.auto_token=True", *ipc, *extra]
+            f"--VoilaConfiguration.template={TEMPLATE}", "--Voila.auto_token=True",
+            f"--Voila.tornado_settings=static_path={static}", *ipc, *extra]
 
 
 def voila_environment(token: str, env: dict[str, str] | None = None, kernels: Path | None = None) -> dict[str, str]:
