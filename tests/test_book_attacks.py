@@ -5,7 +5,6 @@ tiny repository in ``tmp_path`` or call the builder's pieces."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest

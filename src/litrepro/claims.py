@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-import json
+import json  # noqa: F401  (kept for the block generators)
 import math
 import os
 import re

@@ -21,7 +21,7 @@ from litrepro import calibration, methods, recorded
 from litrepro.paths import ROOT
 from litrepro.provenance import package_versions, rendered_hashes
 from litrepro.report import fmt, fmt_zero
-from litrepro.results import read_result, seed_result_names  # noqa: F401  (seed_result_names: re-exported)
+from litrepro.results import read_result, seed_result_names  # noqa: F401  (both re-exported)
 from litrepro.stats import fmt_ci, verdict
 
 SCHEMA_VERSION = 2
