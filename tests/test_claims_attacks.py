@@ -49,6 +49,19 @@ def test_a_fifo_under_docs_does_not_hang_the_check(tmp_path, capsys):
     assert "pipe.md" in _one_error_line(capsys)
 
 
+def test_a_fifo_among_the_parameter_files_does_not_hang_the_check(tmp_path, capsys):
+    root = _root(tmp_path)
+    (root / "parameters").mkdir()
+    os.mkfifo(root / "parameters" / "x.yaml")
+    result = {}
+    worker = threading.Thread(target=lambda: result.setdefault(
+        "rc", cli_main(["claims", "--check", "--root", str(root)])), daemon=True)
+    worker.start()
+    worker.join(120)
+    assert not worker.is_alive(), "claims --check hangs on a FIFO"
+    assert result["rc"] == 2 and "x.yaml" in _one_error_line(capsys)
+
+
 def test_a_symlinked_page_is_refused_not_replaced(tmp_path, capsys):
     root = _root(tmp_path)
     (tmp_path / "elsewhere.md").write_text("# elsewhere\n")

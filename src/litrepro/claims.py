@@ -177,7 +177,7 @@ def read_page(root: Path, page: Path) -> str:
     if not stat_.S_ISREG(mode):
         kind = ("a symlink" if stat_.S_ISLNK(mode) else "a folder" if stat_.S_ISDIR(mode)
                 else "a FIFO" if stat_.S_ISFIFO(mode) else "not a regular file")
-        raise ClaimsError(f"{rel}: is {kind}; a page must be a regular file (refused, not opened)")
+        raise ClaimsError(f"{rel}: is {kind}; claims reads only regular files (refused, not opened)")
     try:
         return jsonbounds.read_bytes(page, rel).decode("utf-8")
     except jsonbounds.JSONBoundsError as err:
@@ -603,7 +603,7 @@ def stated_values(root: Path) -> dict[str, list[float]]:
     and ``seed`` (the seed files' recorded metrics, per seed and aggregated, and each seed's TD-loss ratio)."""
     params: list[float] = []
     for path in sorted((root / "parameters").glob("*.yaml")):
-        params += _flat(yaml.safe_load(path.read_text(encoding="utf-8")))
+        params += _flat(yaml.safe_load(read_page(root, path)))
     for module, cls in (("litrepro.rlbp.config", "RLBPConfig"), ("litrepro.waypoint.config", "WaypointConfig")):
         try:
             cfg = getattr(importlib.import_module(module), cls)()
