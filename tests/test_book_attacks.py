@@ -147,3 +147,12 @@ def test_a_deeply_nested_study_json_is_refused_without_recursion(tmp_path, monke
     monkeypatch.setattr(book, "ROOT", tmp_path)
     with pytest.raises(book.BookError, match="deep.json: nested 100000 deep"):
         book.study_pages(tmp_path / "src")
+
+
+def test_an_output_folder_that_cannot_be_made_is_one_line(tmp_path, capsys):
+    (tmp_path / "file").write_text("x")
+    reg = tmp_path / "reg.json"
+    reg.write_text("{}")
+    assert book.main(["--out", str(tmp_path / "file" / "site"), "--guards-registry", str(reg)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("ERROR:")

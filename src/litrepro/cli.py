@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         from litrepro.claims import main as claims_main
         try:
             return claims_main(argv[1:])
-        except LitreproError as err:
+        except (LitreproError, OSError) as err:      # OSError: a page that cannot be written
             print(one_line(f"litrepro: error: {err}"), file=sys.stderr)
             return 2
     args = build_parser().parse_args(argv)

@@ -650,6 +650,9 @@ def main(argv: list[str] | None = None) -> int:
     except BookError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:                       # a folder that cannot be made or written: one line
+        print(f"ERROR: {' '.join(str(exc).split())[:500]}", file=sys.stderr)
+        return 2
     print(f"book built in {times['total_s']:.1f} s: {args.out.resolve() / 'index.html'} "
           + "(" + ", ".join(f"{k} {v:.1f}" for k, v in times.items() if k != "total_s") + ")")
     return 0
