@@ -308,6 +308,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         if client is not None:
             client.close()
+        if "litrepro.scheduler" in sys.modules:   # Dask warnings held back: one count line each
+            sys.modules["litrepro.scheduler"].report_suppressed()
     bad = [o for o in outcomes if o["status"] != "ok"]
     for o in bad:
         where = f" (notebook {o['notebook']}, cell {o['cell']})" if o.get("notebook") else ""
