@@ -198,3 +198,18 @@ def test_folders_the_run_creates_are_not_group_writable_under_umask_002(tmp_path
     for path in (tmp_path / "new", tmp_path / "new" / "out", tmp_path / "new" / "out" / "pinterest_rlbp"):
         assert (path.stat().st_mode & 0o022) == 0, path
     outdir.check_path(tmp_path / "new" / "out")
+
+
+def test_a_worker_refuses_an_out_that_is_not_the_folder_the_run_pinned(tmp_path, monkeypatch):
+    """Workers and kernels are other processes: they get the run's pin through LITREPRO_OUT_IDENTITY."""
+    out, other = tmp_path / "out", tmp_path / "other"
+    outdir.OutDir(out).claim()
+    outdir.OutDir(other).claim()
+    info = os.stat(other)
+    monkeypatch.setenv(outdir.IDENTITY_ENV, f"{info.st_dev}:{info.st_ino}:{out}")
+    with pytest.raises(outdir.Refused, match="replaced"):
+        outdir.OutDir(out).write("pinterest_rlbp/seed-5.json", b"{}")
+    assert not (out / "pinterest_rlbp").exists()
+    info = os.stat(out)
+    monkeypatch.setenv(outdir.IDENTITY_ENV, f"{info.st_dev}:{info.st_ino}:{out}")
+    outdir.OutDir(out).write("pinterest_rlbp/seed-5.json", b"{}")
