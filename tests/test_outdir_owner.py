@@ -213,3 +213,15 @@ def test_a_worker_refuses_an_out_that_is_not_the_folder_the_run_pinned(tmp_path,
     info = os.stat(out)
     monkeypatch.setenv(outdir.IDENTITY_ENV, f"{info.st_dev}:{info.st_ino}:{out}")
     outdir.OutDir(out).write("pinterest_rlbp/seed-5.json", b"{}")
+
+
+def test_a_link_of_the_user_inside_a_folder_of_another_user_is_refused(base, tmp_path, capsys):
+    """The link is the user's, but the folder holding it is nobody's: nobody could replace the link."""
+    theirs = base / "theirs"
+    theirs.mkdir()
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (theirs / "out").symlink_to(mine)
+    os.chown(theirs, _nobody(), -1)
+    _refused(capsys, cli.main(_run(theirs / "out")), "another user")
+    assert list(mine.iterdir()) == []

@@ -179,7 +179,7 @@ def check_path(out: Path | str) -> None:
     path = absolute(out)
     me = os.geteuid()
     current = Path(path.anchor)
-    for part in path.parts[1:]:                      # symlinks in the path as given
+    for part in path.parts[1:]:                      # the path as given: its links and the folders holding them
         current = current / part
         try:
             info = os.lstat(current)
@@ -190,6 +190,8 @@ def check_path(out: Path | str) -> None:
         if stat.S_ISLNK(info.st_mode) and info.st_uid not in (me, 0):
             raise Refused(f"--out {show(path)}: {show(current)} is a symlink of another user (uid {info.st_uid}); "
                           "refused")
+        if stat.S_ISDIR(info.st_mode) and current != path:
+            _check_folder(info, current, f"a folder above --out {show(path)}", root_ok=True)
     real = Path(os.path.realpath(path))
     chain = [*reversed(real.parents), real]
     for folder in chain:
