@@ -11,26 +11,28 @@ brings every PNG in ``rendered/`` in line with the JSON beside it, in a few seco
 * ``waypoint_opd/``: ``effect_study.png`` (from ``effect_study.json``) and the runner's
   ``teacher_rl_reward.png`` and ``opd_comparison_*.png`` (from ``seed-*.json``).
 
-A figure whose JSON is absent is skipped with one line saying so.  ``--out`` writes the PNGs
+A figure whose JSON is absent is skipped with one line saying so; a JSON that is malformed, too large,
+nested too deep (:mod:`litrepro.jsonbounds`) or lacks a field the figure reads, and a bad argument,
+is one line and exit status 2.  ``--out`` writes the PNGs
 to another folder (same sub-folders) instead of ``rendered/``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Callable
 
 from matplotlib.figure import Figure
 
-from litrepro import methods, plotting
+from litrepro import jsonbounds, methods, plotting, study_args
+from litrepro.errors import UsageError
 from litrepro.paths import RENDERED
 
 
 def _json(path: Path) -> dict | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    """The JSON at ``path`` (bounded; one line naming it when bad), or None when there is no file."""
+    return jsonbounds.read(path) if path.exists() or path.is_symlink() else None
 
 
 def _seed_results(method: str) -> list[dict]:
@@ -74,12 +76,20 @@ def figures() -> dict[str, Callable[[], dict[str, Figure] | None]]:
 
 def main(argv: list[str] | None = None) -> int:
     builders = figures()
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = study_args.OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="+", choices=sorted(builders), help="re-draw only these groups")
     parser.add_argument("--out", type=Path, default=RENDERED, help="folder to write into (default: rendered/)")
     args = parser.parse_args(argv)
     for group in args.only or builders:
-        figs = builders[group]()
+        try:
+            figs = builders[group]()
+        except UsageError as err:
+            print(f"replot: error: {group}: {err}", file=sys.stderr)
+            return 2
+        except (KeyError, IndexError, TypeError, ValueError) as err:
+            print(f"replot: error: {group}: its JSON lacks or mangles a field the figure reads "
+                  f"({type(err).__name__}: {' '.join(str(err).split())[:100]})", file=sys.stderr)
+            return 2
         if figs is None:
             print(f"{group}: its JSON is not in {RENDERED}; skipped", file=sys.stderr)
             continue

@@ -2,6 +2,9 @@
 
     python studies/rlbp_policy_study.py [--seeds 42-61] [--jobs 2]
 
+``--seeds`` (a range or one seed) and ``--jobs`` are validated by :mod:`litrepro.study_args`
+(the runner's bounds; one line and exit status 2).
+
 Calls the package directly (the notebook adds nothing to the numbers): per seed,
 ``litrepro.rlbp.experiment.run_arms`` with all four backups on the same data and
 evaluation days (the seed's ``max_min`` also runs the lambda sweep), then, for
@@ -16,14 +19,13 @@ current with the sources; it does not re-run them.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import multiprocessing
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from litrepro import atomic, plotting
+from litrepro import atomic, plotting, study_args
 from litrepro.rlbp import plots as rlbp_plots
 from litrepro.rlbp import study
 from litrepro.rlbp.config import RLBPConfig
@@ -46,12 +48,9 @@ def _run(jobs: list, workers: int) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", default="42-61", help="first-last, inclusive (at least 20 for the study)")
-    parser.add_argument("--jobs", type=int, default=2)
+    parser = study_args.parser(__doc__.splitlines()[0], seeds="42-61", jobs=2)
     args = parser.parse_args(argv)
-    first, last = (int(x) for x in args.seeds.split("-"))
-    seeds = list(range(first, last + 1))
+    seeds = args.seeds                           # at least 20 for the study
     base_days = RLBPConfig().logged_days
     start = time.perf_counter()
     main_runs = _run([(s, base_days, study.BACKUPS, True) for s in seeds], args.jobs)

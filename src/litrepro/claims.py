@@ -47,16 +47,18 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import inspect
-import json
+import json  # noqa: F401  (kept for the block generators)
 import math
+import os
 import re
+import stat as stat_
 import sys
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import yaml
 
-from litrepro import atomic, prose, stats
+from litrepro import atomic, jsonbounds, prose, stats
 from litrepro.errors import UsageError
 from litrepro.paths import ROOT
 
@@ -117,15 +119,71 @@ def blocks() -> dict[str, tuple[str, Callable[[Path], str]]]:
     return dict(_BLOCKS)
 
 
+#: Markup a data string must not carry into a page (issue 33): HTML tags, comments and autolinks (``<`` and a
+#: letter, ``/``, ``!`` or ``?``), line breaks (fences, directives, headings), backticks (code spans, MyST
+#: roles), a link or image target (``](``) or reference (``]:``), and backslashes (escapes, TeX commands such
+#: as ``\href``).  ``<=``, ``>=``, ``|z|``, an interval ``[a, b]`` and a set ``{a, b}`` are fine.
+_MARKUP = re.compile(r"<[A-Za-z/!?]|[\r\n`\\]|\]\s*[(:]")
+
+
+def _refuse_markup(data: Any, rel: str, where: str = "") -> None:
+    """Refuse a string (key or value) of ``data`` holding markup: a block writes data strings into pages."""
+    stack = [(data, where)]
+    while stack:
+        obj, at = stack.pop()
+        items: list[tuple[Any, str]] = []
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                items += [(k, at), (v, f"{at}.{k}" if at else str(k))]
+        elif isinstance(obj, list):
+            items = [(v, f"{at}[{i}]") for i, v in enumerate(obj)]
+        elif isinstance(obj, str):
+            m = _MARKUP.search(obj)
+            if m:
+                raise ClaimsError(f"{rel}: a string at {at or 'the top'} holds markup ({m.group(0)!r}) that a page "
+                                  f"would render: {ascii(obj)[:60]}; refused")
+            continue
+        else:
+            continue
+        for item, item_at in items:
+            if isinstance(item, str):
+                stack.append((item, item_at))
+            elif isinstance(item, (dict, list)):
+                stack.append((item, item_at))
+
+
 def load(root: Path, rel: str) -> Any:
-    """The JSON at ``root/rel``; a missing or malformed file is one line naming it."""
+    """The JSON at ``root/rel``: a regular file, bounded in size and depth (:mod:`litrepro.jsonbounds`),
+    with no markup in its strings; a missing, malformed or refused file is one line naming it."""
     path = root / rel
+    if not os.path.lexists(path):
+        raise ClaimsError(f"{rel}: missing (a generated block reads it)")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ClaimsError(f"{rel}: missing (a generated block reads it)") from None
-    except (OSError, ValueError) as err:
-        raise ClaimsError(f"{rel}: unreadable: {err}") from None
+        data = jsonbounds.read(path, rel)
+    except jsonbounds.JSONBoundsError as err:
+        raise ClaimsError(str(err)) from None
+    _refuse_markup(data, rel)
+    return data
+
+
+def read_page(root: Path, page: Path) -> str:
+    """A page's text: a regular file (not a link, folder or FIFO; checked before it is opened, and opened
+    without blocking), at most :data:`litrepro.jsonbounds.MAX_BYTES`; anything else is one line."""
+    rel = page.relative_to(root).as_posix()
+    try:
+        mode = os.lstat(page).st_mode
+    except OSError as err:
+        raise ClaimsError(f"{rel}: cannot be read ({err.strerror})") from None
+    if not stat_.S_ISREG(mode):
+        kind = ("a symlink" if stat_.S_ISLNK(mode) else "a folder" if stat_.S_ISDIR(mode)
+                else "a FIFO" if stat_.S_ISFIFO(mode) else "not a regular file")
+        raise ClaimsError(f"{rel}: is {kind}; claims reads only regular files (refused, not opened)")
+    try:
+        return jsonbounds.read_bytes(page, rel).decode("utf-8")
+    except jsonbounds.JSONBoundsError as err:
+        raise ClaimsError(str(err)) from None
+    except UnicodeDecodeError as err:
+        raise ClaimsError(f"{rel}: not UTF-8 ({err.reason} at byte {err.start})") from None
 
 
 # --------------------------------------------------------------------------- the generated blocks
@@ -410,7 +468,7 @@ def _slope(v: dict) -> str:
 
 def pages(root: Path) -> list[Path]:
     """README.md and every ``docs/*.md`` under ``root``."""
-    out = [root / "README.md"] if (root / "README.md").exists() else []
+    out = [root / "README.md"] if os.path.lexists(root / "README.md") else []
     return out + sorted((root / "docs").glob("*.md"))
 
 
@@ -547,7 +605,7 @@ def stated_values(root: Path) -> dict[str, list[float]]:
     and ``seed`` (the seed files' recorded metrics, per seed and aggregated, and each seed's TD-loss ratio)."""
     params: list[float] = []
     for path in sorted((root / "parameters").glob("*.yaml")):
-        params += _flat(yaml.safe_load(path.read_text(encoding="utf-8")))
+        params += _flat(yaml.safe_load(read_page(root, path)))
     for module, cls in (("litrepro.rlbp.config", "RLBPConfig"), ("litrepro.waypoint.config", "WaypointConfig")):
         try:
             cfg = getattr(importlib.import_module(module), cls)()
@@ -565,7 +623,10 @@ def stated_values(root: Path) -> dict[str, list[float]]:
     seed: list[float] = []
     figures = root / "src" / "litrepro" / "recorded_figures"
     for path in sorted(figures.glob("*.json")):
-        data = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            data = jsonbounds.read(path, path.relative_to(root).as_posix())
+        except jsonbounds.JSONBoundsError as err:
+            raise ClaimsError(str(err)) from None
         seed += _flat(data.get("metrics", {}))                 # the recorded mean, SD and n of each metric
         for row in data.get("per_seed", []):
             m = row.get("metrics", {})
@@ -625,7 +686,7 @@ def check(root: Path = ROOT) -> list[str]:
     seen: set[str] = set()
     for page in pages(root):
         rel = page.relative_to(root).as_posix()
-        text = page.read_text(encoding="utf-8")
+        text = read_page(root, page)
         spans, bad = split_blocks(text, rel)
         problems += bad
         for name, a, b in spans:
@@ -647,9 +708,14 @@ def check(root: Path = ROOT) -> list[str]:
     import nbformat
     for rel in NOTEBOOKS:
         path = root / rel
-        if not path.exists():
+        if not os.path.lexists(path):
             continue
-        nb = nbformat.read(str(path), as_version=4)
+        text = read_page(root, path)
+        try:
+            jsonbounds.loads(text, rel)                  # bounded before nbformat parses it
+        except jsonbounds.JSONBoundsError as err:
+            raise ClaimsError(str(err)) from None
+        nb = nbformat.reads(text, as_version=4)
         for cell in nb.cells:
             if cell.cell_type != "markdown":
                 continue
@@ -664,7 +730,7 @@ def write(root: Path = ROOT) -> list[str]:
     changed = []
     for page in pages(root):
         rel = page.relative_to(root).as_posix()
-        text = page.read_text(encoding="utf-8")
+        text = read_page(root, page)
         spans, bad = split_blocks(text, rel)
         if bad:
             raise ClaimsError(bad[0])
@@ -677,7 +743,10 @@ def write(root: Path = ROOT) -> list[str]:
         new.append(text[last:])
         out = "".join(new)
         if out != text:
+            mode = stat_.S_IMODE(os.lstat(page).st_mode)
+            read_page(root, page)                # still a regular file, not swapped for a link meanwhile
             atomic.write_text(page, out)
+            os.chmod(page, mode)                 # the page keeps its mode (the new file is a regular file of ours)
             changed.append(rel)
     return changed
 

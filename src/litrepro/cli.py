@@ -111,6 +111,49 @@ def parse_seeds(tokens: list[str], max_count: int | None = None) -> list[int]:
     return seeds
 
 
+#: Longest ``--set KEY=VALUE`` accepted, in characters (a list of 64 numbers needs about 1,300).
+MAX_SET_CHARS = 4_096
+#: Deepest nesting of lists and mappings in a ``--set`` value (a list-valued parameter nests 1 deep);
+#: PyYAML builds nested values recursively, so 1,000 levels ended in a RecursionError.
+MAX_SET_DEPTH = 4
+
+
+def yaml_depth(text: str, limit: int) -> int:
+    """The nesting depth of ``text``'s YAML collections, from its tokens (no value is built; stops past ``limit``)."""
+    import yaml
+
+    depth = deepest = 0
+    opening = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken, yaml.BlockSequenceStartToken,
+               yaml.BlockMappingStartToken)
+    closing = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
+    try:
+        for token in yaml.scan(text, Loader=yaml.SafeLoader):
+            if isinstance(token, opening):
+                depth += 1
+                deepest = max(deepest, depth)
+                if deepest > limit:
+                    break
+            elif isinstance(token, closing):
+                depth -= 1
+    except yaml.YAMLError:
+        pass                             # not valid YAML: the parser that follows says where
+    return deepest
+
+
+def check_set(text: str) -> str:
+    """Refuse a ``--set`` before YAML builds anything: longer than :data:`MAX_SET_CHARS`, nested deeper than
+    :data:`MAX_SET_DEPTH`, or setting ``seed`` (a run's seeds come from ``--seeds`` and name its output
+    folders, so a ``seed`` setting would mislabel every result).  Returns ``text``."""
+    if len(text) > MAX_SET_CHARS:
+        raise ParameterError(f"--set {_short(text)}: longer than {MAX_SET_CHARS} characters ({len(text)})")
+    key, _, raw = text.partition("=")
+    if key.strip() == "seed":
+        raise ParameterError("--set seed: the seeds of a run come from --seeds (--seeds 7), not from --set")
+    if yaml_depth(raw, MAX_SET_DEPTH) > MAX_SET_DEPTH:
+        raise ParameterError(f"--set {_short(key.strip())}: value nested more than {MAX_SET_DEPTH} deep; refused")
+    return text
+
+
 def sweep_points(settings: list[str], method_names: list[str],
                  max_points: int = DEFAULT_MAX_JOBS) -> dict[str, list[dict[str, Any]]]:
     """Per method, the product of every ``--set key=v1,v2`` that method declares.
@@ -119,7 +162,7 @@ def sweep_points(settings: list[str], method_names: list[str],
     has is refused.  Every point is validated like the parameter file.  More
     than ``max_points`` points (``--max-jobs``) is refused before any is listed.
     """
-    parsed = [parse_override(text) for text in settings]
+    parsed = [parse_override(check_set(text)) for text in settings]
     count = 1
     for _, values in parsed:
         count *= len(values)
@@ -203,12 +246,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     reuse = 1 if args.fresh_kernels else (args.kernel_reuse or runner.DEFAULT_KERNEL_REUSE)
     check_address(args.scheduler)
     out = outdir.absolute(args.out)            # before anything else: kernels run in notebooks/, not here
+    outdir.check_path(out)                     # reads only: a folder another user controls is refused here
+    outdir.inspect(out)                        # reads only: a foreign, non-empty folder is refused here
+    parse_seeds(args.seeds, max_count=args.max_jobs)   # cheap checks first: a sweep point costs milliseconds
     points = sweep_points(args.settings, args.methods, max_points=args.max_jobs)
     per_seed = sum(len(points[m]) for m in args.methods)
     seeds = parse_seeds(args.seeds, max_count=max(0, args.max_jobs // per_seed))
     if len(seeds) * per_seed > args.max_jobs:  # pragma: no cover - parse_seeds already refused it
         raise UsageError(f"{len(seeds) * per_seed} jobs is more than --max-jobs {args.max_jobs}")
-    outdir.inspect(out)                        # reads only: a foreign, non-empty folder is refused here
     client = cluster = None
     if args.scheduler.startswith(("tcp://", "tls://")):   # an unreachable scheduler fails before --out is touched
         from litrepro.scheduler import connect, external_security
@@ -239,6 +284,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             scratch = outdir.new_run_scratch(out)
             saved_env = dict(os.environ)
             try:
+                outdir.pin(out)                            # a swap of --out from here on is refused
                 _private_environment(folder, scratch)
                 outcomes, skipped = _run_jobs(args, jobs, scratch, reuse, client, cluster)
                 client = cluster = None                      # closed by _run_jobs
@@ -253,6 +299,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                             what = "summary" if name == "summary.ipynb" else "sweep summary"
                             problems.append(f"{what} notebook not written: {type(err).__name__}: {err}".strip())
             finally:
+                outdir.unpin(out)
                 os.environ.clear()
                 os.environ.update(saved_env)
                 tempfile.tempdir = None
@@ -261,6 +308,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     finally:
         if client is not None:
             client.close()
+        if "litrepro.scheduler" in sys.modules:   # Dask warnings held back: one count line each
+            sys.modules["litrepro.scheduler"].report_suppressed()
     bad = [o for o in outcomes if o["status"] != "ok"]
     for o in bad:
         where = f" (notebook {o['notebook']}, cell {o['cell']})" if o.get("notebook") else ""
@@ -349,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         from litrepro.claims import main as claims_main
         try:
             return claims_main(argv[1:])
-        except LitreproError as err:
+        except (LitreproError, OSError) as err:      # OSError: a page that cannot be written
             print(one_line(f"litrepro: error: {err}"), file=sys.stderr)
             return 2
     args = build_parser().parse_args(argv)

@@ -118,7 +118,8 @@ def launch() -> None:
     ipykernel 7.4 binds that pipe (a PULL socket that forked children push their
     output to) to ``tcp://127.0.0.1:<random>``, hard-coded, readable by every
     local user.  Here it binds ``$LITREPRO_IOPUB_PIPE`` (``ipc://`` inside the
-    kernel's private socket folder) instead; without that variable the pipe is
+    kernel's private socket folder; ``auto:FOLDER``: ``FOLDER/pipe-<pid>``, for a
+    server that starts many kernels) instead; without that variable the pipe is
     turned off, as ipykernel itself does when it cannot bind.
     """
     if sys.path and sys.path[0] == "":
@@ -127,6 +128,9 @@ def launch() -> None:
     from ipykernel import iostream
 
     address = os.environ.pop(PIPE_ENV, "")
+    if address.startswith("auto:"):            # a server's kernels (litrepro.explore.serve): one pipe each
+        folder = address.removeprefix("auto:")
+        address = f"ipc://{folder}/pipe-{os.getpid()}" if os.path.isdir(folder) else ""
 
     def setup_pipe_in(self) -> None:
         if not address.startswith("ipc://"):

@@ -40,6 +40,17 @@ Rules, all enforced here (:class:`OutDir`):
   hard link (``cp -al`` of an output folder) would let a run write into
   another folder's record, so it is refused with one line.
 
+No other user controls ``--out`` (issue 33):
+
+* ``--out``, every folder above it and every folder inside it must belong to this user (folders
+  above it may also belong to root) and must not be writable by group or others unless sticky
+  (``/tmp``); a symlink in the path must be this user's or root's (:func:`check_path`).  So no other
+  user can create, rename or swap any folder on the way to a file the run writes.
+* A process opens ``--out`` once and pins its identity (device and inode; passed to the run's
+  workers in ``$LITREPRO_OUT_IDENTITY``; :func:`pin`): every later open of the same path that finds
+  another folder is refused, and an :class:`OutDir` keeps working on the folder it opened, so a swap of
+  the path mid-run cannot redirect its writes.
+
 ``--out`` must be new, empty, or a litrepro output folder: one with a
 ``.litrepro/OWNER`` record, or the project's own ``rendered/``.  A fresh clone
 has no record for ``rendered/`` (``.litrepro/`` is git-ignored), so there the
@@ -147,20 +158,133 @@ def _git_blob(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
+IDENTITY_ENV = "LITREPRO_OUT_IDENTITY"
+_PINNED: dict[str, tuple[int, int]] = {}
+
+
+def _check_folder(info: os.stat_result, shown: Path | str, what: str, root_ok: bool = False) -> None:
+    """Refuse a folder another user owns, or one writable by group or others that is not sticky."""
+    owners = (os.geteuid(), 0) if root_ok else (os.geteuid(),)
+    if info.st_uid not in owners:
+        raise Refused(f"{show(shown)}: {what} belongs to another user (uid {info.st_uid}), who could replace what "
+                      "litrepro writes there; refused (use a folder of your own)")
+    if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+        raise Refused(f"{show(shown)}: {what} is writable by group or others (mode "
+                      f"{stat.S_IMODE(info.st_mode):04o}), who could replace what litrepro writes there; refused "
+                      f"(chmod go-w {show(shown)})")
+
+
+def check_path(out: Path | str) -> None:
+    """Refuse an ``--out`` that another user controls: see the module docstring (reads only)."""
+    path = absolute(out)
+    me = os.geteuid()
+    current = Path(path.anchor)
+    for part in path.parts[1:]:                      # the path as given: its links and the folders holding them
+        current = current / part
+        try:
+            info = os.lstat(current)
+        except FileNotFoundError:
+            break
+        except OSError as err:
+            raise UsageError(f"--out {show(path)}: cannot check {show(current)} ({err.strerror})") from None
+        if stat.S_ISLNK(info.st_mode) and info.st_uid not in (me, 0):
+            raise Refused(f"--out {show(path)}: {show(current)} is a symlink of another user (uid {info.st_uid}); "
+                          "refused")
+        if stat.S_ISDIR(info.st_mode) and current != path:
+            _check_folder(info, current, f"a folder above --out {show(path)}", root_ok=True)
+    real = Path(os.path.realpath(path))
+    chain = [*reversed(real.parents), real]
+    for folder in chain:
+        try:
+            info = os.stat(folder)
+        except FileNotFoundError:
+            break                                        # created by the run, as this user
+        except OSError as err:
+            raise UsageError(f"--out {show(path)}: cannot check {show(folder)} ({err.strerror})") from None
+        if folder == real:
+            if stat.S_ISDIR(info.st_mode):
+                _check_folder(info, path, "--out")
+        else:
+            _check_folder(info, folder, f"a folder above --out {show(path)}", root_ok=True)
+
+
+def _expected(key: str) -> tuple[int, int] | None:
+    if key in _PINNED:
+        return _PINNED[key]
+    dev, _, rest = os.environ.get(IDENTITY_ENV, "").partition(":")
+    ino, _, where = rest.partition(":")
+    if where == key and dev.isdigit() and ino.isdigit():
+        return int(dev), int(ino)
+    return None
+
+
+def _pin(root: Path, info: os.stat_result) -> None:
+    """Refuse ``root`` when the run pinned another folder at that path (see :func:`pin`)."""
+    expected = _expected(str(root))
+    if expected is not None and expected != (info.st_dev, info.st_ino):
+        raise Refused(f"--out {show(root)}: was replaced by another folder or a link after this run opened it; "
+                      "refused (nothing more is written through that path)")
+
+
+def pin(out: Path | str) -> None:
+    """Pin the folder now at ``out`` for the rest of the run: in this process and, through
+    ``$LITREPRO_OUT_IDENTITY``, in its workers and kernels; any later open that finds another folder there
+    is refused.  :func:`unpin` ends it (the run's end)."""
+    root = absolute(out)
+    folder = OutDir(root)
+    fd = folder._root_fd()
+    try:
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
+    _PINNED[str(root)] = (info.st_dev, info.st_ino)
+    os.environ[IDENTITY_ENV] = f"{info.st_dev}:{info.st_ino}:{root}"
+
+
+def unpin(out: Path | str) -> None:
+    root = str(absolute(out))
+    _PINNED.pop(root, None)
+    if os.environ.get(IDENTITY_ENV, "").endswith(f":{root}"):
+        del os.environ[IDENTITY_ENV]
+
+
 class OutDir:
-    """One ``--out`` folder; every operation walks from its descriptor without following links."""
+    """One ``--out`` folder; every operation walks from its descriptor without following links.
+
+    The folder is opened once, checked (:func:`check_path`) and compared with the run's pin; later operations of this object
+    use that descriptor, so a rename or a symlink put in place of the path cannot redirect them.
+    """
 
     def __init__(self, root: Path | str) -> None:
         self.root = absolute(root)
+        self._fd: int | None = None
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", None) is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
 
     # ------------------------------------------------------------------ folders
     def _root_fd(self) -> int:
-        try:
-            return os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError as err:
-            raise UsageError(f"--out {show(self.root)}: not a usable folder ({err.strerror})") from None
+        if self._fd is None:
+            check_path(self.root)
+            try:
+                fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError as err:
+                raise UsageError(f"--out {show(self.root)}: not a usable folder ({err.strerror})") from None
+            try:
+                info = os.fstat(fd)
+                _check_folder(info, self.root, "--out")
+                _pin(self.root, info)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._fd = fd
+        return os.dup(self._fd)
 
-    def _open_dir(self, parts: Iterable[str], create: bool, mode: int = 0o777) -> int | None:
+    def _open_dir(self, parts: Iterable[str], create: bool, mode: int = 0o755) -> int | None:
         """A descriptor of ``root/parts`` reached without following links; None when missing and not ``create``."""
         fd = self._root_fd()
         where = self.root
@@ -188,6 +312,7 @@ class OutDir:
                     raise
                 os.close(fd)
                 fd = nxt
+                _check_folder(os.fstat(fd), where, "a folder inside --out")
         except BaseException:
             os.close(fd)
             raise
@@ -274,8 +399,16 @@ class OutDir:
 
     def claim(self) -> None:
         """Create ``out``, its private state folder and the record (a file, possibly empty)."""
+        check_path(self.root)
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            missing = [p for p in (self.root, *self.root.parents) if not os.path.lexists(p)]
+            for folder in reversed(missing):        # never writable by group or others, whatever the umask
+                try:
+                    os.mkdir(folder, 0o755)
+                except FileExistsError:
+                    pass
+            if not self.root.is_dir():
+                raise NotADirectoryError(errno.ENOTDIR, "not a folder")
         except OSError as err:
             raise UsageError(f"--out {show(self.root)}: not a writable folder ({err.strerror})") from None
         fd = self.state_fd()

@@ -31,7 +31,8 @@ from typing import Any, Callable
 from litrepro import methods, outdir
 from litrepro.errors import UsageError
 from litrepro.kernels import preexec_for_parent
-from litrepro.results import parse_result, read_result, seed_result_names  # noqa: F401  (read_result: re-exported)
+from litrepro.results import (ignored_line, journalled_seed_results, parse_result, read_result,  # noqa: F401
+                              seed_result_names)  # read_result: re-exported
 from litrepro.summary import summarise
 from litrepro.worker import OUTCOME, job_parameters, output_paths
 
@@ -292,16 +293,15 @@ def write_summaries(jobs: list[Job]) -> tuple[list[Path], list[str]]:
         out = outdir.OutDir(root)
         results = []
         try:
-            names = seed_result_names(out.listdir(rel))
+            found, ignored, refused = journalled_seed_results(out, rel)
         except UsageError as err:
             problems.append(str(err))
             continue
-        for name in names:
-            try:
-                result = parse_result(out.read(f"{rel}/{name}"))
-            except UsageError as err:
-                problems.append(f"{err}; left out of the summary")
-                continue
+        problems += refused
+        if ignored:                            # dropped in by another process, or edited: named, never read
+            print(ignored_line(folder, ignored), file=sys.stderr)
+        for name, data in found:
+            result = parse_result(data)
             if result is None:
                 problems.append(f"{outdir.show(folder / name)}: not a readable seed result; left out of the summary")
                 continue

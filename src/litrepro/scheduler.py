@@ -21,6 +21,13 @@ Dask's own ``distributed.comm.tls`` configuration); a plain ``tcp://`` address
 is accepted with a warning, since its traffic is neither encrypted nor
 authenticated.
 
+Bounded output (issue 33): anyone on the machine can open connections to the local scheduler's
+port, and each failed TLS handshake is a Dask warning on the run's stderr.  While a cluster is
+connected, Dask's connection warnings (:data:`RATE_LIMITED_LOGGERS`) pass :data:`WARNING_BURST` times
+per message template; the rest are counted and reported in one line per template when the run closes
+the cluster.  The scheduler's HTTP server (which Dask starts even without a dashboard) listens on a
+random port of 127.0.0.1 with no routes, and no dashboard is started on the scheduler or the workers.
+
 Scratch space: Dask removes a dead worker's ``local_directory``; a
 ``LocalCluster`` is given one inside the run's own scratch folder
 (``<out>/.litrepro/scratch/<run>/dask``), which the runner removes, so a killed
@@ -29,6 +36,7 @@ Dask worker leaves nothing in ``/tmp``.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import tempfile
@@ -54,6 +62,58 @@ _helpers_lock = threading.Lock()
 #: Dask configuration of every cluster this module starts: no HTTP server routes (no dashboard, no
 #: /info pages with workers' logs and call stacks, no proxy) on the scheduler or the workers.
 _NO_HTTP = {"distributed.scheduler.http.routes": [], "distributed.worker.http.routes": []}
+
+
+#: Loggers whose repeated warnings another local user can trigger (a bare connection to the scheduler).
+RATE_LIMITED_LOGGERS = ("distributed.comm.tcp", "distributed.comm.core", "distributed.core", "distributed.scheduler")
+#: Records of one message template shown before the rest are only counted.
+WARNING_BURST = 5
+
+
+class RateLimit(logging.Filter):
+    """Pass the first :data:`WARNING_BURST` records of each message template, count the rest."""
+
+    def __init__(self, burst: int = WARNING_BURST) -> None:
+        super().__init__()
+        self.burst = burst
+        self.seen: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        with self._lock:
+            n = self.seen.get(str(record.msg), 0) + 1
+            self.seen[str(record.msg)] = n
+        return n <= self.burst
+
+    def suppressed(self) -> list[str]:
+        """One line per template whose records were held back."""
+        return [f"litrepro: {n - self.burst} more Dask warning(s) like {' '.join(t.split())[:120]!r} were suppressed"
+                for t, n in sorted(self.seen.items()) if n > self.burst]
+
+
+_rate_limit: RateLimit | None = None
+
+
+def limit_warnings() -> RateLimit:
+    """Attach this process's :class:`RateLimit` to the loggers of :data:`RATE_LIMITED_LOGGERS` (once)."""
+    global _rate_limit
+    if _rate_limit is None:
+        _rate_limit = RateLimit()
+        for name in RATE_LIMITED_LOGGERS:
+            logging.getLogger(name).addFilter(_rate_limit)
+    return _rate_limit
+
+
+def report_suppressed() -> None:
+    """Print the count lines of :func:`limit_warnings` to stderr, detach it and start counting afresh."""
+    global _rate_limit
+    if _rate_limit is None:
+        return
+    for name in RATE_LIMITED_LOGGERS:
+        logging.getLogger(name).removeFilter(_rate_limit)
+    for line in _rate_limit.suppressed():
+        print(line, file=sys.stderr)
+    _rate_limit = None
 
 
 def check_address(scheduler: str) -> None:
@@ -166,12 +226,17 @@ def connect(scheduler: str, *, workers: int = 1, local_directory: Path | None = 
     except ImportError:
         raise UsageError("--scheduler needs Dask: pip install 'litrepro[dask]'") from None
     cluster = None
+    limit_warnings()
     try:
         if scheduler == "dask":
             own = local_security()
             with dask.config.set(_NO_HTTP):
+                # no dashboard anywhere; the scheduler's route-less HTTP server on a random localhost port
+                # (Dask's default 8787 collides, with a multi-line warning, when another process has it)
                 cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                                        protocol="tls://", security=own, dashboard_address=None,
+                                       worker_dashboard_address=None,
+                                       scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
                                        local_directory=str(local_directory) if local_directory else None)
                 client = Client(cluster, security=own, timeout=f"{CONNECT_TIMEOUT_S * 6}s")
         else:
@@ -183,6 +248,7 @@ def connect(scheduler: str, *, workers: int = 1, local_directory: Path | None = 
     except (OSError, TimeoutError, ValueError, TypeError) as err:
         if cluster is not None:
             cluster.close()
+        report_suppressed()
         reason = " ".join(str(err).split())[:300]
         if isinstance(err, TypeError) and "ssl_context" in reason:
             reason = "tls:// needs --tls-ca-file, --tls-cert and --tls-key, or Dask's distributed.comm.tls settings"
@@ -205,5 +271,6 @@ def dask_submitter(client, cluster, kernel_reuse: int) -> tuple[Callable[[Job], 
         client.close()
         if cluster is not None:
             cluster.close()
+        report_suppressed()
 
     return submit, close

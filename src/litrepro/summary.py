@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -22,7 +21,7 @@ from litrepro import calibration, methods, recorded
 from litrepro.paths import ROOT
 from litrepro.provenance import package_versions, rendered_hashes
 from litrepro.report import fmt, fmt_zero
-from litrepro.results import read_result, seed_result_names  # noqa: F401  (seed_result_names: re-exported)
+from litrepro.results import read_result, seed_result_names  # noqa: F401  (both re-exported)
 from litrepro.stats import fmt_ci, verdict
 
 SCHEMA_VERSION = 2
@@ -112,11 +111,23 @@ def calibration_extras(results: list[Mapping[str, Any]], seed_file: Mapping[str,
 # --- Helpers of the cross-seed summary notebook (notebooks/summary.ipynb) -------------------
 
 def load_seed_results(results_dir: str | Path, method: str) -> list[dict[str, Any]]:
-    """Every readable ``<results_dir>/<method>/seed-<N>.json``, sorted by seed (those the runner's summary.json covers)."""
-    folder = Path(results_dir)
-    folder = (folder if folder.is_absolute() else ROOT / folder) / method
-    names = seed_result_names(os.listdir(folder)) if folder.is_dir() else []
-    return [r for r in (read_result(folder / n) for n in names) if r is not None]
+    """Every readable ``<results_dir>/<method>/seed-<N>.json`` that the folder's journal records, sorted by
+    seed: the seeds the runner's summary.json covers (:func:`litrepro.results.journalled_seed_results`), and
+    files whose bytes git has committed (as a run adopts them); any other seed file is named in one warning
+    line on stderr and ignored."""
+    import sys
+
+    from litrepro import outdir
+    from litrepro.results import committed_blobs, ignored_line, journalled_seed_results, parse_result
+
+    root = Path(results_dir)
+    root = root if root.is_absolute() else ROOT / root
+    if not (root / method).is_dir():
+        return []
+    found, ignored, _refused = journalled_seed_results(outdir.OutDir(root), method, committed_blobs(root / method))
+    if ignored:
+        print(ignored_line(root / method, ignored), file=sys.stderr)
+    return [r for r in (parse_result(data) for _, data in found) if r is not None]
 
 
 def _pm(stats: Mapping[str, Any] | None, digits: int = 4, zero: bool = False, count: bool = False) -> str:

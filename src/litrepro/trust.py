@@ -238,8 +238,9 @@ def _table(headers: list[str], rows: list[list[tuple[str, str, str]]], table_id:
     for cells in rows:
         tds = "".join(f'<td class="{cls}" data-sort="{_e(key)}">{content}</td>' for content, key, cls in cells)
         body.append(f"<tr>{tds}</tr>")
-    return (f'<table class="litrepro-table" id="{table_id}"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(body)}</tbody></table>")
+    table = (f'<table class="litrepro-table" id="{_e(table_id)}"><thead><tr>{head}</tr></thead>'
+             f"<tbody>{''.join(body)}</tbody></table>")
+    return table.replace("\r", "&#13;").replace("\n", "&#10;")   # one line: data cannot end its raw block
 
 
 def audits_table(path: Path = FAULT_AUDITS) -> str:

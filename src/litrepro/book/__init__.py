@@ -19,23 +19,39 @@ Sphinx runs with warnings as errors, so a broken cross-reference or anchor stops
 The site loads nothing from another host (:func:`external_resources` checks the built HTML).
 Both output folders are removed and rebuilt only when they carry the book's stamp file, so a
 folder the builder did not create is never deleted.
+
+What the builder refuses (issue 33):
+
+- it publishes and reads only regular files inside the repository, whatever the link's form (an
+  absolute path, ``..``, a symlink out of the repository, or anything under ``.git``);
+- every string from JSON is escaped where it lands: HTML text and attributes (``id`` included)
+  with :func:`html.escape`, a markdown heading or sentence as a code span that no backtick or
+  newline in the string can end (:func:`md_code`);
+- a JSON that is malformed, too large or nested too deep (:mod:`litrepro.jsonbounds`) stops the
+  build with one line naming the file, exit status 2;
+- the site is built into a temporary folder beside ``--out`` and swapped in with one
+  ``renameat2(RENAME_EXCHANGE)``, so a failed build leaves the previous site whole.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import html
 import json
 import os
 import posixpath
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
+from litrepro import jsonbounds
 from litrepro.paths import RENDERED, ROOT
 
 HERE = Path(__file__).resolve().parent
@@ -52,6 +68,68 @@ SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 class BookError(Exception):
     """Bad input to the builder: one line, exit status 2."""
+
+
+# --- Reading the repository: regular files inside it, JSON bounded ---------------------------------------
+
+def inside_repository(path: Path, root: Path | None = None) -> Path:
+    """``path`` resolved (links followed), refused unless it is a regular file inside ``root`` and not under ``.git``."""
+    root = (root or ROOT).resolve()
+    real = Path(path).resolve()
+    try:
+        rel = real.relative_to(root)
+    except ValueError:
+        raise BookError(f"{path}: leads outside the repository ({real}); refused") from None
+    if ".git" in rel.parts:
+        raise BookError(f"{path}: inside .git; refused")
+    try:
+        info = os.stat(real)
+    except OSError as err:
+        raise BookError(f"{path}: cannot be read ({err.strerror})") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise BookError(f"{path}: not a regular file; refused")
+    return real
+
+
+def repo_text(path: Path) -> str:
+    """The text of a repository file (see :func:`inside_repository`)."""
+    real = inside_repository(path)
+    try:
+        return jsonbounds.read_bytes(real, str(path)).decode("utf-8")
+    except (jsonbounds.JSONBoundsError, UnicodeDecodeError) as err:
+        raise BookError(str(err).splitlines()[0]) from None
+
+
+def repo_json(path: Path) -> Any:
+    """The JSON in a repository file, bounded in size and depth; one line naming the file when it is bad."""
+    real = inside_repository(path)
+    try:
+        return jsonbounds.read(real, _shown(path))
+    except jsonbounds.JSONBoundsError as err:
+        raise BookError(str(err)) from None
+
+
+def repo_copy(path: Path, dest: Path) -> None:
+    """Copy a repository file (see :func:`inside_repository`) to ``dest``."""
+    shutil.copyfile(inside_repository(path), dest)
+
+
+def _shown(path: Path) -> str:
+    try:
+        return Path(path).relative_to(ROOT).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def md_code(text: str) -> str:
+    """``text`` as one markdown code span that nothing inside it can end: newlines become spaces and the
+    fence is one backtick longer than the longest run of backticks in it (CommonMark's rule), so no
+    HTML, role or directive in the string is interpreted."""
+    text = " ".join(str(text).splitlines())
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or (text.startswith(" ") and text.endswith(" ")) else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 # --- Folders the builder owns ---------------------------------------------------------------------
@@ -90,14 +168,17 @@ class Linker:
         """The book path showing ``repo_target`` (a file is copied under ``files/``), or None."""
         if repo_target in self.pages:
             return self.pages[repo_target]
-        path = self.root / repo_target
-        if repo_target.startswith("..") or not path.is_file():
+        if posixpath.isabs(repo_target) or repo_target == ".." or repo_target.startswith("../"):
+            return None
+        try:                                     # links followed: the file itself must be inside the repository
+            real = inside_repository(self.root / repo_target, self.root)
+        except BookError:
             return None
         book = f"files/{repo_target}"
         dest = self.src / book
         if not dest.exists():
             dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, dest)
+            shutil.copyfile(real, dest)
         return book
 
     def rewrite(self, text: str, repo_doc: str, book_doc: str) -> str:
@@ -137,7 +218,7 @@ def _md_cell(text: str) -> dict:
 def notebook_page(nb_path: Path, dest: Path, *, repo_doc: str, book_doc: str, linker: Linker, title_suffix: str,
                   preface: str) -> None:
     """Copy a rendered notebook into the book: its title tagged, a preface cell after it, links rewritten."""
-    nb = json.loads(nb_path.read_text())
+    nb = repo_json(nb_path)
     for cell in nb["cells"]:
         if cell["cell_type"] == "markdown":
             source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
@@ -164,7 +245,7 @@ def method_chapters(src: Path, linker: Linker) -> list[str]:
         for seed, nb in seeds:
             others = [s for s, _ in seeds if s != seed]
             json_name = f"seed-{seed}.json"
-            shutil.copyfile(RENDERED / method / json_name, folder / json_name)
+            repo_copy(RENDERED / method / json_name, folder / json_name)
             lines = [f"> **Seed {seed}** of `{method}`, as rendered by papermill into `rendered/{method}/seed-{seed}.ipynb` "
                      "and committed; the book shows it as it is, without running it.",
                      f"> Its metrics, checks and curves: [`{json_name}`]({json_name}).",
@@ -179,7 +260,7 @@ def method_chapters(src: Path, linker: Linker) -> list[str]:
 
 
 def front_page(src: Path, linker: Linker, chapters: list[str], extra: list[str]) -> None:
-    readme = (ROOT / "README.md").read_text()
+    readme = repo_text(ROOT / "README.md")
     text = linker.rewrite(readme, "README.md", "index.md")
     toc = ["", "```{toctree}", ":hidden:", ":caption: Methods", "", *chapters, "```", "",
            "```{toctree}", ":hidden:", ":caption: Results and trust", "", *extra, "```", ""]
@@ -221,15 +302,24 @@ def interval_rows(data: Any, where: str = "") -> Iterator[tuple[str, dict]]:
             yield from interval_rows(value, f"{where}[{label}]")
 
 
+STUDY_NAME = re.compile(r"[A-Za-z0-9_.-]+\.json")
 INTERVAL_COLUMNS = ("comparison", "metric", "n", "mean_difference", "ci95_low", "ci95_high", "verdict")
 
 
 def table_html(headers: list[str], rows: list[list[tuple[str, str]]], table_id: str) -> str:
     """A sortable, filterable table (``litrepro-book.js``); a cell is (html, sort key)."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    head = "".join(f"<th>{html.escape(str(h))}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f'<td data-sort="{html.escape(k, quote=True)}">{c}</td>' for c, k in row) + "</tr>"
                    for row in rows)
-    return f'<table class="litrepro-table" id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    table = (f'<table class="litrepro-table" id="{html.escape(table_id, quote=True)}"><thead><tr>{head}</tr></thead>'
+             f'<tbody>{body}</tbody></table>')
+    return one_line(table)
+
+
+def one_line(raw_html: str) -> str:
+    """Raw HTML for a ``{raw} html`` block as one line: a line break from the data (character references
+    instead) could otherwise end the block and start markdown, a directive or a role."""
+    return raw_html.replace("\r", "&#13;").replace("\n", "&#10;")
 
 
 def intervals_table(data: Any, table_id: str) -> tuple[str, int]:
@@ -302,17 +392,19 @@ def study_pages(src: Path) -> list[str]:
         for path in sorted((RENDERED / method).glob("*.json")):
             if path.name == "summary.json" or path.name.startswith("seed-"):
                 continue
-            data = json.loads(path.read_text())
+            if not STUDY_NAME.fullmatch(path.name):
+                raise BookError(f"{_shown(path)}: a study file name must be letters, digits, '_', '-' and '.'")
+            data = repo_json(path)
             name = f"{method}-{path.stem}"
             folder = src / "studies"
             folder.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, folder / f"{name}.json")
+            repo_copy(path, folder / f"{name}.json")
             lines = [f"# `{method}`: {path.stem.replace('_', ' ')}", "",
                      f"Everything below is generated from [`rendered/{method}/{path.name}`]({name}.json) "
                      "when the book is built.", ""]
             figure = path.with_suffix(".png")
             if figure.is_file():
-                shutil.copyfile(figure, folder / f"{name}.png")
+                repo_copy(figure, folder / f"{name}.png")
                 figures_used.add(figure)
                 lines += [f"![{path.stem}]({name}.png)", ""]
             table, n = intervals_table(data, f"intervals-{name}")
@@ -323,7 +415,7 @@ def study_pages(src: Path) -> list[str]:
                           "`>0` or `<0` when it excludes 0.", "", "```{raw} html", table, "```", ""]
             if isinstance(data, dict):
                 for key, records in record_tables(data):
-                    lines += [f"## `{key}`", "", "```{raw} html",
+                    lines += [f"## {md_code(key)}", "", "```{raw} html",
                               f"<details><summary>{len(records)} records: show the table</summary>",
                               records_table(records, f"{name}-{key}"), "</details>", "```", ""]
             _write(folder / f"{name}.md", "\n".join(lines))
@@ -338,7 +430,7 @@ def study_pages(src: Path) -> list[str]:
                   "The cross-seed figures that `python -m litrepro run` writes beside the seeds.", ""]
         for p in others:
             rel = f"{p.parent.name}-{p.name}"
-            shutil.copyfile(p, src / "studies" / rel)
+            repo_copy(p, src / "studies" / rel)
             lines += [f"### `rendered/{p.parent.name}/{p.name}`", "", f"![{p.stem}]({rel})", ""]
     _write(src / "studies" / "index.md", "\n".join(lines))
     return ["studies/index"]
@@ -358,7 +450,7 @@ def summary_page(src: Path, linker: Linker) -> list[str]:
 def reproducibility_page(src: Path, linker: Linker) -> list[str]:
     docs = sorted((ROOT / "docs").glob("*.md"))
     for doc in docs:
-        _write(src / "docs" / doc.name, linker.rewrite(doc.read_text(), f"docs/{doc.name}", f"docs/{doc.name}"))
+        _write(src / "docs" / doc.name, linker.rewrite(repo_text(doc), f"docs/{doc.name}", f"docs/{doc.name}"))
     lines = ["# Reproducibility", "",
              "How the results are made, how to rerun them and how far they reproduce: the project's `docs/` pages.", ""]
     if docs:
@@ -367,16 +459,19 @@ def reproducibility_page(src: Path, linker: Linker) -> list[str]:
         lines += ["There is no page under `docs/` yet; the front page holds these sections.", ""]
     timing = RENDERED / "book_build.json"
     if timing.is_file():
-        t = json.loads(timing.read_text())
-        m = t["machine"]
-        shutil.copyfile(timing, src / "book_build.json")
-        lines += [f"This book builds from scratch in {t['median_s']:.1f} s (median of {len(t['repeats_s'])} builds, "
-                  f"`{t['command']}`, on {m['cores']} cores of {m['cpu_model']}, load average "
-                  f"{m['load_average_at_start'][0]:.1f} at the start; goal at most {t['goal_s']:.0f} s; "
-                  "[`rendered/book_build.json`](book_build.json)).", ""]
+        t = repo_json(timing)
+        try:
+            m = t["machine"]
+            lines += [f"This book builds from scratch in {float(t['median_s']):.1f} s (median of {len(t['repeats_s'])} "
+                      f"builds, {md_code(t['command'])}, on {int(m['cores'])} cores of {md_code(m['cpu_model'])}, load "
+                      f"average {float(m['load_average_at_start'][0]):.1f} at the start; goal at most "
+                      f"{float(t['goal_s']):.0f} s; [`rendered/book_build.json`](book_build.json)).", ""]
+        except (KeyError, IndexError, TypeError, ValueError) as err:
+            raise BookError(f"{_shown(timing)}: lacks or mangles a field the book reads ({err!s:.100})") from None
+        repo_copy(timing, src / "book_build.json")
     bench = RENDERED / "benchmarks.json"
     if bench.is_file():
-        shutil.copyfile(bench, src / "benchmarks.json")
+        repo_copy(bench, src / "benchmarks.json")
         lines += ["The speed benchmarks' medians are in [`rendered/benchmarks.json`](benchmarks.json).", ""]
     _write(src / "reproducibility.md", "\n".join(lines))
     return ["reproducibility"]
@@ -385,8 +480,14 @@ def reproducibility_page(src: Path, linker: Linker) -> list[str]:
 def trust_page(src: Path, registry_path: Path) -> list[str]:
     from litrepro import trust
 
-    registry = json.loads(registry_path.read_text())
-    rows, others = trust.build_rows(registry)
+    try:
+        registry = jsonbounds.read(registry_path)
+    except jsonbounds.JSONBoundsError as err:
+        raise BookError(str(err)) from None
+    try:
+        rows, others = trust.build_rows(registry)
+    except (jsonbounds.JSONBoundsError, ValueError, RecursionError) as err:
+        raise BookError(f"the trust report cannot be built: {' '.join(str(err).split())[:300]}") from None
     _write(src / "trust.md", trust.report_markdown(
         rows, others, collected_with="pytest tests --collect-only --guards-registry PATH"))
     return ["trust"]
@@ -444,38 +545,92 @@ def generate(src: Path, registry_path: Path) -> list[str]:
     return linker.warnings
 
 
+def run_sphinx(src: Path, out: Path, jobs: int) -> None:
+    """Sphinx (HTML, warnings as errors) from ``src`` into ``out``."""
+    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-j", str(jobs),
+           "-d", str(src / ".doctrees"), str(src), str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    if proc.returncode != 0:
+        raise BookError("sphinx-build failed:\n" + (proc.stdout + proc.stderr).strip()[-4000:])
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap the folders ``a`` and ``b`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False when unsupported."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (22, 38, 95):                          # EINVAL, ENOSYS, EOPNOTSUPP: this file system cannot
+        return False
+    raise BookError(f"{b}: cannot swap the new site in ({os.strerror(err)})")
+
+
+def publish(new: Path, out: Path) -> None:
+    """Put the finished site ``new`` at ``out`` and remove the previous one; ``out`` is never missing or half."""
+    if out.exists():
+        if not exchange(new, out):                   # fallback: two renames (the old site is kept until the second)
+            old = out.with_name(f".{out.name}.{uuid.uuid4().hex[:12]}.old")
+            os.rename(out, old)
+            os.rename(new, out)
+            new = old
+        shutil.rmtree(new)
+    else:
+        os.rename(new, out)
+
+
 def build(out: Path, *, src: Path | None = None, registry: Path | None = None, jobs: int = 1) -> dict[str, float]:
-    """Build the book into ``out``; returns the seconds each step took."""
+    """Build the book into ``out``; returns the seconds each step took.
+
+    The site is built into a temporary folder beside ``out`` and swapped in only when the whole build
+    succeeded: a failure at any step leaves the previous site as it was.
+    """
     from litrepro import trust
 
     out = out.resolve()
     src = (src or out.with_name(out.name + "-src")).resolve()
     if src == out or src in out.parents or out in src.parents:
         raise BookError(f"the source folder {src} and the output folder {out} must not contain each other")
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise BookError(f"{out} exists and is not a folder: refusing to replace it")
+    if out.exists() and any(out.iterdir()) and not (out / STAMP).is_file():
+        raise BookError(f"{out} is not empty and was not made by `python -m litrepro.book` "
+                        f"(no {STAMP} in it): refusing to delete it")
     times: dict[str, float] = {}
     start = time.perf_counter()
     fresh_folder(src)
-    fresh_folder(out)
-    if registry is None:
-        registry = src / "_guards_registry.json"
-        trust.collect_fault_registry(registry)
-        times["collect_fault_tests_s"] = time.perf_counter() - start
-    t = time.perf_counter()
-    broken = generate(src, registry)
-    if broken:                                   # a README or docs link to no file: a broken link in the book
-        raise BookError("links to no repository file:\n" + "\n".join(broken))
-    times["generate_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    cmd = [sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-j", str(jobs),
-           "-d", str(src / ".doctrees"), str(src), str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    times["sphinx_s"] = time.perf_counter() - t
-    if proc.returncode != 0:
-        raise BookError("sphinx-build failed:\n" + (proc.stdout + proc.stderr).strip()[-4000:])
-    (out / STAMP).write_text("made by python -m litrepro.book; removed and rebuilt by the next build\n")
-    external = external_resources(out)
-    if external:
-        raise BookError("the site would load resources from another host:\n" + "\n".join(external[:20]))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    new = out.with_name(f".{out.name}.{uuid.uuid4().hex[:12]}.new")
+    new.mkdir()
+    try:
+        if registry is None:
+            registry = src / "_guards_registry.json"
+            trust.collect_fault_registry(registry)
+            times["collect_fault_tests_s"] = time.perf_counter() - start
+        t = time.perf_counter()
+        broken = generate(src, registry)
+        if broken:                                   # a README or docs link to no file: a broken link in the book
+            raise BookError("links to no repository file:\n" + "\n".join(broken))
+        times["generate_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        run_sphinx(src, new, jobs)
+        times["sphinx_s"] = time.perf_counter() - t
+        (new / STAMP).write_text("made by python -m litrepro.book; removed and rebuilt by the next build\n")
+        external = external_resources(new)
+        if external:
+            raise BookError("the site would load resources from another host:\n" + "\n".join(external[:20]))
+        publish(new, out)
+    finally:
+        if new.exists():
+            shutil.rmtree(new, ignore_errors=True)
     times["total_s"] = time.perf_counter() - start
     return times
 
@@ -494,6 +649,9 @@ def main(argv: list[str] | None = None) -> int:
         times = build(args.out, src=args.src, registry=args.guards_registry, jobs=max(1, args.jobs))
     except BookError as exc:
         print(f"ERROR: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:                       # a folder that cannot be made or written: one line
+        print(f"ERROR: {' '.join(str(exc).split())[:500]}", file=sys.stderr)
         return 2
     print(f"book built in {times['total_s']:.1f} s: {args.out.resolve() / 'index.html'} "
           + "(" + ", ".join(f"{k} {v:.1f}" for k, v in times.items() if k != "total_s") + ")")

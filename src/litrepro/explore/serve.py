@@ -8,6 +8,14 @@ one (``secrets.token_urlsafe(32)``) per start, handed to Voilà through the
 command line, which every local user can read in ``/proc``) and printed here,
 in the addresses, for the user to open.  A request without it is refused.
 
+Kernels on private sockets (issue 33): by default Jupyter kernels listen on TCP ports of 127.0.0.1,
+which every local user can connect to (IOPub, the executed code and its outputs, needs no key to
+subscribe).  The server's kernels use IPC transport instead, with their Unix sockets in a private
+(0700) folder made for this start (:func:`private_kernel_dir`), exactly as the runner's kernels do
+(:mod:`litrepro.kernels`): a kernelspec written there starts each kernel with litrepro's launcher,
+whose subprocess-output pipe is also a socket in that folder instead of ipykernel's TCP port.  The
+folder is removed when the server stops.
+
 No other host: Voilà's own templates link Font Awesome from cdn.jsdelivr.net.
 The explorers use no icon font, so the server uses litrepro's template
 (``jupyter/voila/templates/litrepro``), Voilà's ``lab`` template without those
@@ -20,9 +28,14 @@ Usage: ``python -m litrepro.explore.serve [--port 8866] [--root notebooks/]``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
+import shutil
+import signal
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from litrepro.paths import NOTEBOOKS
@@ -37,19 +50,48 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
-def voila_command(root: Path, port: int, *extra: str) -> list[str]:
-    """Voilà on ``root`` at 127.0.0.1:``port`` with litrepro's template; the token comes from the environment."""
+def private_kernel_dir() -> Path:
+    """A new private (0700) folder for this server's kernel sockets and kernelspec, short enough for
+    socket paths (107 bytes), with ``jupyter/kernels/python3/kernel.json`` that starts litrepro's launcher."""
+    from litrepro.kernels import PIPE_ENV
+
+    base = next((b for b in (os.environ.get("XDG_RUNTIME_DIR", ""), tempfile.gettempdir(), "/tmp")
+                 if b and os.path.isabs(b) and len(b) < 60 and os.path.isdir(b)), None)
+    folder = Path(tempfile.mkdtemp(prefix="litrepro-explore-", dir=base))
+    spec = folder / "jupyter" / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-c", "from litrepro.kernels import launch; launch()", "-f", "{connection_file}"],
+        "display_name": "Python 3", "language": "python", "env": {PIPE_ENV: f"auto:{folder}"},
+        "metadata": {"debugger": False}}))
+    return folder
+
+
+def voila_command(root: Path, port: int, *extra: str, kernels: Path | None = None) -> list[str]:
+    """Voilà on ``root`` at 127.0.0.1:``port`` with litrepro's template; the token comes from the environment.
+
+    ``kernels`` (a :func:`private_kernel_dir`): the kernels' sockets and connection files go there (IPC, no
+    TCP port).  ``static_path`` is jupyter_server's static folder: its ``/logout`` page needs one, and Voilà
+    sets none (``/logout`` answered 500)."""
+    import jupyter_server
+
     voila = Path(sys.executable).with_name("voila")
+    ipc = (["--KernelManager.transport=ipc", f"--KernelManager.ip={kernels / 'k'}",
+            f"--Voila.connection_dir_root={kernels}"] if kernels is not None else [])
+    static = Path(jupyter_server.__file__).resolve().parent / "static"
     return [str(voila), str(root), "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1",
-            f"--VoilaConfiguration.template={TEMPLATE}", "--Voila.auto_token=True", *extra]
+            f"--VoilaConfiguration.template={TEMPLATE}", "--Voila.auto_token=True",
+            f"--Voila.tornado_settings=static_path={static}", *ipc, *extra]
 
 
-def voila_environment(token: str, env: dict[str, str] | None = None) -> dict[str, str]:
-    """``env`` (default ``os.environ``) with the token and litrepro's template folder on JUPYTER_PATH."""
+def voila_environment(token: str, env: dict[str, str] | None = None, kernels: Path | None = None) -> dict[str, str]:
+    """``env`` (default ``os.environ``) with the token and litrepro's template folder on JUPYTER_PATH
+    (and, with ``kernels``, its kernelspec folder first)."""
     out = dict(os.environ if env is None else env)
     out["JUPYTER_TOKEN"] = token
     out.pop("JUPYTER_TOKEN_FILE", None)
-    out["JUPYTER_PATH"] = os.pathsep.join([str(JUPYTER_DATA), *filter(None, [out.get("JUPYTER_PATH", "")])])
+    first = [str(kernels / "jupyter")] if kernels is not None else []
+    out["JUPYTER_PATH"] = os.pathsep.join([*first, str(JUPYTER_DATA), *filter(None, [out.get("JUPYTER_PATH", "")])])
     return out
 
 
@@ -71,9 +113,20 @@ def main(argv: list[str] | None = None) -> int:
     for name, url in addresses(args.port, token).items():
         print(f"  {name}: {url}")
     sys.stdout.flush()
-    cmd = voila_command(args.root, args.port, "--show_tracebacks=True")
-    os.execve(cmd[0], cmd, voila_environment(token))
-    return 0  # pragma: no cover - execve does not return
+    kernels = private_kernel_dir()
+    cmd = voila_command(args.root, args.port, "--show_tracebacks=True", kernels=kernels)
+    try:
+        proc = subprocess.Popen(cmd, env=voila_environment(token, kernels=kernels))
+        try:
+            return proc.wait()
+        except KeyboardInterrupt:                # Voila got the same SIGINT; give it time to stop its kernels
+            try:
+                return proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGKILL)
+                return proc.wait()
+    finally:
+        shutil.rmtree(kernels, ignore_errors=True)
 
 
 if __name__ == "__main__":
