@@ -73,6 +73,12 @@ dose-response: corpus
 	$(BIN)/python studies/waypoint_dose_response.py --seeds 42-57 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
+# waypoint_opd: the transfer regime, 14 arms x 240 updates, learning curves and the learning-rate frontier, 16 seeds
+# (prints its expected cost first; about 8 min on 2 cores)
+.PHONY: waypoint-transfer
+waypoint-transfer: corpus
+	$(BIN)/python studies/waypoint_transfer.py --seeds 42-57 --jobs 2
+
 # pinterest_rlbp: arms that isolate the cause of the learned policy's deficit, 20 seeds, paired CIs (about 6 min on 2 cores)
 rlbp-diagnosis: install
 	$(BIN)/python studies/rlbp_diagnosis.py --seeds 42-61 --jobs 2
