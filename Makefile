@@ -79,6 +79,11 @@ dose-response: corpus
 waypoint-transfer: corpus
 	$(BIN)/python studies/waypoint_transfer.py --seeds 42-57 --jobs 2
 
+# waypoint_opd: the OPD step's gradient norm and parameter change against the record, with explaining arms (about 1 min)
+.PHONY: waypoint-opd-calibration
+waypoint-opd-calibration: corpus
+	$(BIN)/python studies/waypoint_opd_calibration.py --seeds 42-57
+
 # pinterest_rlbp: arms that isolate the cause of the learned policy's deficit, 20 seeds, paired CIs (about 6 min on 2 cores)
 rlbp-diagnosis: install
 	$(BIN)/python studies/rlbp_diagnosis.py --seeds 42-61 --jobs 2
