@@ -259,3 +259,36 @@ def test_findings_words_follow_the_intervals(clean):
     assert transfer_study.frontier_words(fake).startswith("within it")
     row = {"ci95_low": 0.1, "ci95_high": 0.3, "effect_size_dz": 1.5, "in_comparator_sds": 0.4}
     assert transfer_study._reads(row).startswith("higher by [+0.10, +0.30] (d_z +1.5")
+
+
+# --- The committed study ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def data():
+    if not transfer_study.PATH.exists():
+        pytest.fail(f"{transfer_study.PATH} is missing: run `make waypoint-transfer`")
+    return json.loads(transfer_study.PATH.read_text())
+
+
+def test_transfer_study_is_current_with_its_sources(data):
+    stale = sorted(k for k, v in transfer_study.source_hashes().items() if data["source_sha256"].get(k) != v)
+    assert not stale, f"transfer_study.json is stale for {stale}: run `make waypoint-transfer`"
+
+
+def test_transfer_study_is_complete_and_every_number_recomputes(data):
+    assert data["n_seeds"] >= 16 and transfer_study.PLOT.exists()
+    assert data["config"] == dataclasses.asdict(transfer.TransferConfig())
+    assert set(data["per_arm"]) == set(transfer.ARMS) and len(data["lr_multipliers"]) >= 5
+    assert not [r for r in data["per_seed"] if transfer_study.failed_checks(r)]
+    summary = transfer_study.summarise(data["per_seed"])              # refuses on a failed check or a mismatch
+    assert json.loads(json.dumps(summary)) == {k: data[k] for k in summary}
+    assert data["primary_endpoint"]["arm"] == "final_only" and data["primary_endpoint"]["metric"] == "tf_final"
+
+
+def test_transfer_study_findings_and_figure(data):
+    from litrepro import figcheck
+
+    lines = transfer_study.findings(data)
+    assert lines[1].startswith("Primary endpoint") and all(lines)
+    assert any("learning-rate frontier" in x and "the waypoint gate is" in x for x in lines)
+    assert figcheck.outside_canvas(transfer_study.plot(data)) == []

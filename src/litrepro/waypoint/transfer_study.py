@@ -60,12 +60,15 @@ SOURCES = ("src/litrepro/waypoint/model.py", "src/litrepro/waypoint/opd.py", "sr
            "src/litrepro/waypoint/transfer.py", "src/litrepro/waypoint/transfer_audit.py", "src/litrepro/stats.py",
            "studies/waypoint_transfer.py")
 COMPUTING = ("run_seed", "_arm_metrics", "refuse_failed", "summarise", "_metric_values", "check_summary",
-             "holm", "_frontier_rows", "_interval")
+             "holm", "_frontier_rows", "_plain_frontier", "_interval")
 PRIMARY = {"arm": "final_only", "metric": "tf_final", "threshold": 0.5,
            "statement": "final-only OPD's transfer fraction at the last update; met when the 95% interval's "
                         "lower bound is at least 0.5"}
 METRICS = ("tf_final", "auc", "nll_change", "u25", "u50")
 REFERENCE_ARM = "final_only"
+#: Besides every arm against final-only: the gate against the controls that hold its step size, its coupling
+#: with |A| or its teacher compute.
+GATE_CONTROLS = ("binned_shuffle", "shuffled", "final_only_3x", "abs_advantage")
 #: Every check a transfer-study row records: the stage it guards and what it recomputes (for the trust report).
 STUDY_GUARDS: dict[str, tuple[str, str]] = {
     "teacher_pretraining_replayed": ("teacher pretraining", "replayed from the seed with reference Adam (audit)"),
@@ -96,7 +99,7 @@ def source_hashes() -> dict[str, str]:
     out = effect_study.source_hashes(SOURCES)
     this = globals()
     code = "".join(inspect.getsource(this[name]) for name in COMPUTING) + json.dumps(
-        [PRIMARY, METRICS, REFERENCE_ARM], sort_keys=True)
+        [PRIMARY, METRICS, REFERENCE_ARM, GATE_CONTROLS], sort_keys=True)
     out["transfer_study computing functions and constants"] = hashlib.sha256(code.encode()).hexdigest()
     return out
 
@@ -267,14 +270,14 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         updates = rows[0]["arms"][arm]["updates"]
         per_arm[arm]["mean_curve"] = {"updates": updates, "tf": [sum(r["arms"][arm]["tf"][i] for r in rows) / len(rows)
                                                                  for i in range(len(updates))]}
-    for arm in arms:
-        if arm == REFERENCE_ARM:
-            continue
+    pairs = [(arm, REFERENCE_ARM) for arm in arms if arm != REFERENCE_ARM]
+    pairs += [("waypoint", c) for c in GATE_CONTROLS if "waypoint" in arms and c in arms]
+    for arm, ref in pairs:
         for metric in METRICS:
             a = [r["arms"][arm][metric] for r in rows]
-            b = [r["arms"][REFERENCE_ARM][metric] for r in rows]
+            b = [r["arms"][ref][metric] for r in rows]
             if any(v is None for v in a + b):
-                differences.append({"comparison": f"{arm} - {REFERENCE_ARM}", "metric": metric, "n": len(a),
+                differences.append({"comparison": f"{arm} - {ref}", "metric": metric, "n": len(a),
                                     "censored": True, "censored_seeds": [r["seed"] for r, x, y in zip(rows, a, b)
                                                                          if x is None or y is None]})
                 continue
@@ -283,9 +286,9 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             sd_d = math.sqrt(sum((x - ci["mean_difference"]) ** 2 for x in d) / (len(d) - 1))
             mb = sum(b) / len(b)
             sd_b = math.sqrt(sum((x - mb) ** 2 for x in b) / (len(b) - 1))
-            label = f"{arm} - {REFERENCE_ARM} | {metric}"
+            label = f"{arm} - {ref} | {metric}"
             family[label] = d
-            differences.append({"comparison": f"{arm} - {REFERENCE_ARM}", "metric": metric, **ci,
+            differences.append({"comparison": f"{arm} - {ref}", "metric": metric, **ci,
                                 "effect_size_dz": ci["mean_difference"] / sd_d if sd_d > 0 else None,
                                 "in_comparator_sds": ci["mean_difference"] / sd_b if sd_b > 0 else None})
     adjusted = holm(family)
@@ -494,12 +497,18 @@ def findings(data: Mapping[str, Any]) -> list[str]:
     out.append("Transfer fraction at the last update: " + "; ".join(finals) + ".")
     diffs = {(d["comparison"], d["metric"]): d for d in data["differences"]}
     for arm in NAMED_ARMS:
-        tf, auc, nll = (diffs.get((f"{arm} - final_only", m)) for m in ("tf_final", "auc", "nll_change"))
+        tf, auc, nll = (diffs.get((f"{arm} - {REFERENCE_ARM}", m)) for m in ("tf_final", "auc", "nll_change"))
         if tf is None:
             continue
         out.append(f"{_words(arm)[0].upper()}{_words(arm)[1:]} against final-only OPD: transfer at the last update "
                    f"{_reads(tf)}; area under the curve {_reads(auc)}; validation-NLL change "
                    f"{_reads(nll, 'higher (worse)', 'lower (better)')}.")
+    for control in GATE_CONTROLS:
+        tf, nll = (diffs.get((f"waypoint - {control}", m)) for m in ("tf_final", "nll_change"))
+        if tf is None:
+            continue
+        out.append(f"The waypoint gate against {_words(control)}: transfer at the last update {_reads(tf)}; "
+                   f"validation-NLL change {_reads(nll, 'higher (worse)', 'lower (better)')}.")
     for row in data["frontier"]:
         gap, mult = row["nll_gap_to_frontier"], row["equivalent_lr_multiplier"]
         side = ("lower" if gap["ci95_high"] < 0 else "higher" if gap["ci95_low"] > 0 else "no detectable difference")
@@ -510,8 +519,9 @@ def findings(data: Mapping[str, Any]) -> list[str]:
     for arm, seeds in data.get("frontier_refused", {}).items():
         out.append(f"{_words(arm)[0].upper()}{_words(arm)[1:]} gets no frontier interval: its transfer lies outside "
                    f"the sweep's range (or the sweep is not monotone) on seeds {', '.join(map(str, seeds))}.")
-    out.append("The intervals are paired 95% t intervals over seeds; Holm-adjusted ones cover the family of every "
-               "arm-against-final-only difference; d_z is the mean paired difference over its SD.")
+    out.append("The intervals are paired 95% t intervals over seeds; the Holm-adjusted ones cover the family of every "
+               "difference above (every arm against final-only, the gate against its controls, every metric); d_z is "
+               "the mean paired difference over its SD, and 'between-seed SDs' divides it by the comparator's SD.")
     return out
 
 
