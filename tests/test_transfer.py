@@ -154,7 +154,8 @@ def test_a_tiny_run_passes_every_check_and_summarises(clean):
         assert set(row["arms"]) == set(transfer.ARMS) and row["teacher_gain"] > 0.2
         for arm in row["arms"].values():
             assert arm["tf"][0] == 0.0 and arm["updates"] == TINY.marks()
-    assert set(transfer_study.STUDY_GUARDS) >= set(clean[0]["checks"]) | set(clean[0]["arm_checks"]["waypoint"])
+    from litrepro.waypoint.registry import GUARDS
+    assert set(GUARDS) >= set(clean[0]["checks"]) | set(clean[0]["arm_checks"]["waypoint"])   # the trust report's
     summary = transfer_study.summarise(clean)
     assert summary["primary_endpoint"]["arm"] == "final_only" and summary["primary_endpoint"]["met"] is False
     assert all(d["n"] == 2 for d in summary["differences"])
@@ -292,3 +293,21 @@ def test_transfer_study_findings_and_figure(data):
     assert lines[1].startswith("Primary endpoint") and all(lines)
     assert any("learning-rate frontier" in x and "the waypoint gate is" in x for x in lines)
     assert figcheck.outside_canvas(transfer_study.plot(data)) == []
+
+
+def test_effect_study_holm_rows_recompute_and_widen():
+    from litrepro.waypoint import effect_holm, effect_study
+
+    data = effect_study.load()
+    rows = effect_holm.adjusted_rows(data)
+    assert len(rows) == len(data["differences"])
+    for r in rows:
+        assert r["holm_low"] <= r["ci95_low"] + 1e-12 * abs(r["ci95_low"]) and r["holm_high"] >= r["ci95_high"] - 1e-12 * abs(r["ci95_high"])
+        if r["holm_reads"] != "no detectable difference":
+            assert r["raw_reads"] == r["holm_reads"]                     # Holm never detects what raw does not
+    lines = effect_holm.findings(data)
+    assert lines[0].startswith(f"Of the effect study's {len(rows)} paired intervals")
+    broken = json.loads(json.dumps(data))
+    broken["per_seed"][0]["waypoint.validation_nll"] += 1.0            # a per-seed value that no longer gives the mean
+    with pytest.raises(ValueError, match="do not give the study's mean"):
+        effect_holm.adjusted_rows(broken)

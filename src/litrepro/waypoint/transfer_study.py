@@ -69,23 +69,6 @@ REFERENCE_ARM = "final_only"
 #: Besides every arm against final-only: the gate against the controls that hold its step size, its coupling
 #: with |A| or its teacher compute.
 GATE_CONTROLS = ("binned_shuffle", "shuffled", "final_only_3x", "abs_advantage")
-#: Every check a transfer-study row records: the stage it guards and what it recomputes (for the trust report).
-STUDY_GUARDS: dict[str, tuple[str, str]] = {
-    "teacher_pretraining_replayed": ("teacher pretraining", "replayed from the seed with reference Adam (audit)"),
-    "teacher_rl_rollouts_replayed": ("teacher RL", "prompts and actions re-drawn from the recorded states (audit)"),
-    "teacher_rl_reward_is_parity": ("teacher RL", "the parity of the sampled actions (audit)"),
-    "teacher_rl_update_matches_reference": ("teacher RL", "REINFORCE written out rollout by rollout (audit)"),
-    "waypoints_are_rl_states": ("teacher RL", "waypoints against the RL's states (audit)"),
-    "final_waypoint_raises_even_mass": ("teacher RL", "P(even) of the final against the initial waypoint (audit)"),
-    "arms_paired": ("transfer arms", "one start for every arm; the same first prompts for arms of one batch"),
-    "lr_matches_arm": ("transfer arms", "the learning rate used against the arm's declared multiplier"),
-    "waypoints_unchanged": ("transfer arms", "the waypoints' states against their frozen copies"),
-    "student_starts_at_waypoint0": ("transfer arms", "the student's start against waypoint 0"),
-    "first_update_replayed": ("transfer step", "prompts and rollouts re-drawn token by token"),
-    "gate_matches_reference": ("transfer gate", "each token's gate from Python floats (or a permutation within bins)"),
-    "update_matches_reference": ("transfer step", "-lr x the reference loss's gradient (KL summed position by position)"),
-    "final_p_even_matches_reference": ("transfer curve", "the last P(even) by the reference forward pass"),
-}
 
 
 def source_hashes() -> dict[str, str]:
