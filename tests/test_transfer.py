@@ -161,6 +161,12 @@ def test_a_tiny_run_passes_every_check_and_summarises(clean):
     assert all(d["n"] == 2 for d in summary["differences"])
 
 
+def test_a_seed_reruns_bit_for_bit(corpus, clean):
+    again = _run(corpus, 42, ["final_only", "binned_shuffle", "full_kl"])
+    for arm in again["arms"]:
+        assert again["arms"][arm] == clean[0]["arms"][arm]                  # every curve point, every diagnostic
+
+
 @pytest.mark.guards("gate_matches_reference")
 def test_a_binned_shuffle_that_shuffles_the_whole_batch_fails_its_gate_check(corpus, monkeypatch):
     real = transfer.transfer_gate

@@ -478,6 +478,16 @@ def findings(data: Mapping[str, Any]) -> list[str]:
     finals = [f"{_words(a)} {fmt_ci(data['per_arm'][a]['tf_final']['ci95_low'], data['per_arm'][a]['tf_final']['ci95_high'])}"
               for a in ("final_only", *NAMED_ARMS) if a in data["per_arm"]]
     out.append("Transfer fraction at the last update: " + "; ".join(finals) + ".")
+    from litrepro.waypoint.transfer import FRONTIER
+
+    sweep = []
+    for m, arm in sorted(FRONTIER.items()):
+        if arm in data["per_arm"]:
+            t, v = data["per_arm"][arm]["tf_final"], data["per_arm"][arm]["nll_change"]
+            seed_lr = " (the seed's learning rate)" if math.isclose(m * cfg["lr"], 0.05) else ""
+            sweep.append(f"x{m:g}{seed_lr} {fmt_ci(t['ci95_low'], t['ci95_high'])} with NLL change "
+                         f"{fmt_ci(v['ci95_low'], v['ci95_high'])}")
+    out.append("Final-only along the learning-rate sweep, transfer at the last update: " + "; ".join(sweep) + ".")
     diffs = {(d["comparison"], d["metric"]): d for d in data["differences"]}
     for arm in NAMED_ARMS:
         tf, auc, nll = (diffs.get((f"{arm} - {REFERENCE_ARM}", m)) for m in ("tf_final", "auc", "nll_change"))
