@@ -21,7 +21,7 @@ with the gate g_t of the arm (:func:`transfer_gate`):
 - ``shuffled``:     the straightness gates permuted among the batch's valid tokens;
 - ``abs_advantage``: g = |A_t| (weights from |A| alone: no waypoint enters; our reconstruction);
 - ``binned_shuffle``: the straightness gates permuted *within* ``bins`` equal-count bins of |A|
-  (keeps the gate's coupling with |A| at the bins' resolution, breaks the rest; our reconstruction);
+  (|A| rounded to ``bin_resolution``, ties in position order; keeps the gate's coupling with |A| at the bins' resolution, breaks the rest; our reconstruction);
 - ``straightness_x_magnitude``: g = straightness * |l^f - l^0| (a gate that sees how far the token
   moved, not only how straight; our reconstruction of issue 30's item 4).
 
@@ -80,6 +80,9 @@ class TransferConfig:
     """Batch scale s = gate_mass / mean gate, as the seed's."""
     bins: int = 8
     """Equal-count |A| bins of the ``binned_shuffle`` gate."""
+    bin_resolution: float = 1e-6
+    """|A| is rounded to this grid before the tokens are ordered into bins (ties keep their position order), so that
+    last-bit differences between two ways of computing A cannot reorder tokens across a bin boundary."""
     eval_window: int = 256
     """Bytes per window when scoring the validation NLL, as the notebook's."""
 
@@ -133,7 +136,7 @@ def stream(seed: int, name: str) -> torch.Generator:
 
 
 def transfer_gate(kind: str, lp: Tensor, student_lp: Tensor, valid: Tensor, generator: torch.Generator | None, *,
-                  bins: int = 8) -> Tensor:
+                  bins: int = 8, resolution: float = 1e-6) -> Tensor:
     """The gate of each token (see the module docstring); lp (3, B, N), student_lp, valid (B, N) -> (B, N).
 
     ``shuffled`` and ``binned_shuffle`` draw their permutation from ``generator``.
@@ -156,7 +159,8 @@ def transfer_gate(kind: str, lp: Tensor, student_lp: Tensor, valid: Tensor, gene
         if kind == "shuffled":
             source = torch.randperm(n, generator=generator)                   # (n,)
         else:
-            order = torch.argsort(advantage[valid].abs(), stable=True)        # (n,) valid tokens by |A|
+            grid = torch.round(advantage[valid].abs() / resolution)            # (n,) |A| on a grid
+            order = torch.argsort(grid, stable=True)                           # (n,) valid tokens by |A|, ties by position
             bin_of_rank = torch.arange(n) * bins // max(n, 1)                 # (n,) equal-count bins
             keys = bin_of_rank.to(torch.float64) + torch.rand(n, generator=generator, dtype=torch.float64)
             within = torch.argsort(keys)                                      # a random order inside each bin
@@ -212,7 +216,7 @@ def transfer_step(student: BytePolicy, waypoints: list[BytePolicy], prompts: Ten
     else:
         lp = waypoint_logps(waypoints, rollouts)                              # (3, B, N)
         s_lp = student_logps(student, rollouts)                               # (B, N) with grad
-        g = transfer_gate(gate, lp, s_lp.detach(), valid, gate_gen, bins=cfg.bins)
+        g = transfer_gate(gate, lp, s_lp.detach(), valid, gate_gen, bins=cfg.bins, resolution=cfg.bin_resolution)
         lp_v, gv = s_lp[valid], g[valid]                                      # (n,) mask first
         advantage = (lp[2][valid] - lp_v).detach()                            # A_t
         mean_gate = gv.mean()

@@ -10,7 +10,7 @@ prompts, rollouts, gate, tensors before and after), with the reference forward p
 - ``gate_matches_reference``: the gate of every valid token, computed from Python floats
   by the arm's formula (1; straightness; |A|; straightness x |l_f - l_0|), or, for the
   shuffles, shown to be a non-trivial permutation of the straightness gates (within each
-  equal-count |A| bin for ``binned_shuffle``, the bins formed by a plain sort);
+  equal-count |A| bin for ``binned_shuffle``, the bins formed by a plain sort of |A| on the stage's grid);
 - ``update_matches_reference``: the parameter change equals -lr times the gradient of the
   reference loss (the gated surrogate from those floats, or the exact KL summed over the
   257 symbols position by position), and the recorded gradient norm is that gradient's;
@@ -33,7 +33,8 @@ from litrepro.waypoint.audit import (GATE_TOL, REL_TOL, _generated_logps, _rel_g
                                      contract_split, even_mass, ref_logits, ref_windows, sha256_state, straightness)
 
 
-def _gate_reference(kind: str, positions, lw, ls, used: list[float], bins: int) -> tuple[list[float], float]:
+def _gate_reference(kind: str, positions, lw, ls, used: list[float], bins: int,
+                    resolution: float) -> tuple[list[float], float]:
     """(expected gates, gap) for the valid ``positions``; for the shuffles the run's draw is accepted only
     when it is a permutation (within |A| bins for ``binned_shuffle``) that moved some gate."""
     straight = [straightness(lw[0][b][t], lw[1][b][t], lw[2][b][t]) for b, t in positions]
@@ -51,7 +52,7 @@ def _gate_reference(kind: str, positions, lw, ls, used: list[float], bins: int) 
         if kind == "shuffled":
             groups = [list(range(n))]
         else:
-            by_abs = sorted(range(n), key=lambda i: abs(adv[i]))                 # a plain stable sort
+            by_abs = sorted(range(n), key=lambda i: round(abs(adv[i]) / resolution))   # a plain stable sort on the grid
             groups = [[] for _ in range(bins)]
             for rank, i in enumerate(by_abs):
                 groups[rank * bins // n].append(i)
@@ -67,7 +68,7 @@ def _gate_reference(kind: str, positions, lw, ls, used: list[float], bins: int) 
 
 
 def check_first_update(record, *, kind: str, waypoints: list[dict[str, Tensor]], names: list[str], data: bytes,
-                       batch: int, max_new_tokens: int, gate_mass: float, bins: int) -> dict:
+                       batch: int, max_new_tokens: int, gate_mass: float, bins: int, resolution: float) -> dict:
     """The four per-arm checks' booleans and gaps for one arm's recorded first update (see the docstring)."""
     train = contract_split(data, "train")
     before = {k: t.cpu() for k, t in record.before.items()}
@@ -97,7 +98,7 @@ def check_first_update(record, *, kind: str, waypoints: list[dict[str, Tensor]],
             lw = [_generated_logps(w, tokens, plen).tolist() for w in waypoints]
         ls = student.detach().tolist()
         used = [float(record.gate[b, t]) for b, t in positions] if record.gate is not None else [float("nan")] * len(positions)
-        gates, gate_gap = _gate_reference(kind, positions, lw, ls, used, bins)
+        gates, gate_gap = _gate_reference(kind, positions, lw, ls, used, bins, resolution)
         scale = gate_mass / (sum(gates) / len(gates))
         weights = torch.zeros_like(student)
         for (b, t), g in zip(positions, gates):

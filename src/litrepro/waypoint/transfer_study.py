@@ -127,7 +127,7 @@ def run_seed(seed: int, *, corpus, device, cfg=None, arms: Sequence[str] | None 
         declared[name] = cfg.lr * arm.lr_multiplier
         a = transfer_audit.check_first_update(first, kind=arm.gate, waypoints=wps, names=names, data=data,
                                               batch=res["batch"], max_new_tokens=cfg.max_new_tokens,
-                                              gate_mass=cfg.gate_mass, bins=cfg.bins)
+                                              gate_mass=cfg.gate_mass, bins=cfg.bins, resolution=cfg.bin_resolution)
         f = transfer_audit.check_final_point(audit.tensors(student), eval_prompts, res["curve"][-1]["p_even"])
         arm_checks[name] = {**a["checks"], **f["checks"]}
         gaps[name] = {**a["gaps"], **f["gaps"]}
@@ -452,13 +452,19 @@ def findings(data: Mapping[str, Any]) -> list[str]:
     against the learning-rate frontier; words from the intervals, bounds rounded outward."""
     from litrepro.stats import fmt_ci
 
-    cfg, n = data["config"], data["n_seeds"]
+    from litrepro.waypoint.config import WaypointConfig
+
+    from litrepro.waypoint.dose_response import LEVELS
+
+    cfg, n, seed_cfg = data["config"], data["n_seeds"], WaypointConfig()
+    strongest = ", the dose-response's strongest" if cfg["teacher_rl_lr"] == max(LEVELS.values()) else ""
     gain = data["teacher_gain"]
     out = [f"Transfer regime (our reconstruction): the student copy of the pre-RL teacher is distilled from the "
-           f"teacher whose RL (learning rate {cfg['teacher_rl_lr']:g}, the dose-response's strongest) raised P(even first byte) by "
+           f"teacher whose RL (learning rate {cfg['teacher_rl_lr']:g}{strongest}) raised P(even first byte) by "
            f"{fmt_ci(gain['ci95_low'], gain['ci95_high'])}, "
            f"for {cfg['updates']} updates of {cfg['batch']} rollouts at learning rate {cfg['lr']:g} "
-           f"(the seed: 2 updates of 4 at 0.05), {n} seeds, every arm from the same start and streams."]
+           f"(the seed: {seed_cfg.student_steps} updates of {seed_cfg.opd_batch} at {seed_cfg.student_lr:g}), {n} seeds, "
+           "every arm from the same start and streams."]
     p = data["primary_endpoint"]
     if p["ci95_low"] >= p["threshold"]:
         verdict = f"at least {p['threshold']:.0%} of the teacher's gain (the whole interval)"
@@ -478,13 +484,14 @@ def findings(data: Mapping[str, Any]) -> list[str]:
     finals = [f"{_words(a)} {fmt_ci(data['per_arm'][a]['tf_final']['ci95_low'], data['per_arm'][a]['tf_final']['ci95_high'])}"
               for a in ("final_only", *NAMED_ARMS) if a in data["per_arm"]]
     out.append("Transfer fraction at the last update: " + "; ".join(finals) + ".")
+    from litrepro.waypoint.config import WaypointConfig
     from litrepro.waypoint.transfer import FRONTIER
 
     sweep = []
     for m, arm in sorted(FRONTIER.items()):
         if arm in data["per_arm"]:
             t, v = data["per_arm"][arm]["tf_final"], data["per_arm"][arm]["nll_change"]
-            seed_lr = " (the seed's learning rate)" if math.isclose(m * cfg["lr"], 0.05) else ""
+            seed_lr = " (the seed's learning rate)" if math.isclose(m * cfg["lr"], WaypointConfig().student_lr) else ""
             sweep.append(f"x{m:g}{seed_lr} {fmt_ci(t['ci95_low'], t['ci95_high'])} with NLL change "
                          f"{fmt_ci(v['ci95_low'], v['ci95_high'])}")
     out.append("Final-only along the learning-rate sweep, transfer at the last update: " + "; ".join(sweep) + ".")
