@@ -317,3 +317,16 @@ def test_effect_study_holm_rows_recompute_and_widen():
     broken["per_seed"][0]["waypoint.validation_nll"] += 1.0            # a per-seed value that no longer gives the mean
     with pytest.raises(ValueError, match="do not give the study's mean"):
         effect_holm.adjusted_rows(broken)
+
+
+def test_the_study_script_prints_its_cost_first(capsys):
+    import importlib.util
+
+    from litrepro.paths import ROOT
+
+    spec = importlib.util.spec_from_file_location("waypoint_transfer_script", ROOT / "studies" / "waypoint_transfer.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--seeds", "42-57", "--jobs", "2", "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith(f"transfer study: 16 seeds x {len(transfer.ARMS)} arms; about ") and "min on 2 process" in err
