@@ -23,8 +23,8 @@ from litrepro import atomic, plotting
 from litrepro.waypoint import transfer, transfer_study
 from litrepro.waypoint.config import WaypointConfig
 
-#: CPU-seconds per seed measured before the first committed run (one core, 14 arms x 240 updates x 64 rollouts).
-ESTIMATED_SECONDS_PER_SEED = 60.0
+#: CPU-seconds per seed measured before the first committed run (one core, 17 arms x 240 updates x 64 rollouts).
+ESTIMATED_SECONDS_PER_SEED = 75.0
 
 
 def _seed_job(args: tuple[int, dict]) -> dict:

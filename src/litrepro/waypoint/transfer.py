@@ -105,8 +105,9 @@ class Arm:
 
 GATES = ("final_only", "straightness", "shuffled", "abs_advantage", "binned_shuffle", "straightness_x_magnitude",
          "full_kl")
-#: The final-only learning-rate sweep (multipliers of ``TransferConfig.lr``; 0.1 is the seed's 0.05).
-LR_MULTIPLIERS = (0.1, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
+#: The final-only learning-rate sweep (multipliers of ``TransferConfig.lr``; 0.1 is the seed's 0.05), dense around 1,
+#: where the gated arms land, so that the frontier is interpolated over short chords.
+LR_MULTIPLIERS = (0.1, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0)
 ARMS: dict[str, Arm] = {
     "final_only": Arm("final_only", isolates="the reference: the seed's OPD with g = 1"),
     "waypoint": Arm("straightness", isolates="the seed's waypoint gate"),

@@ -60,7 +60,7 @@ SOURCES = ("src/litrepro/waypoint/model.py", "src/litrepro/waypoint/opd.py", "sr
            "src/litrepro/waypoint/transfer.py", "src/litrepro/waypoint/transfer_audit.py", "src/litrepro/stats.py",
            "studies/waypoint_transfer.py")
 COMPUTING = ("run_seed", "_arm_metrics", "refuse_failed", "summarise", "_metric_values", "check_summary",
-             "holm", "_frontier_rows", "_plain_frontier", "_interval")
+             "holm", "_frontier_rows", "_plain_frontier", "_chord_errors", "_interval")
 PRIMARY = {"arm": "final_only", "metric": "tf_final", "threshold": 0.5,
            "statement": "final-only OPD's transfer fraction at the last update; met when the 95% interval's "
                         "lower bound is at least 0.5"}
@@ -232,6 +232,26 @@ def _frontier_rows(rows: Sequence[Mapping[str, Any]], arms: Sequence[str]) -> tu
     return out, {"refused": refused, "per_seed": per_seed}
 
 
+def _chord_errors(rows: Sequence[Mapping[str, Any]], arms: Sequence[str]) -> dict[float, list[float]]:
+    """Leave-one-out check of the frontier's linear interpolation: at each interior multiplier m_k, per seed,
+    NLL_k minus the chord of its neighbours (m_{k-1}, m_{k+1}) at TF_k.  Below 0: the frontier bends below its
+    chords there (convex), so an interpolated frontier overstates the NLL between sweep points."""
+    from litrepro.waypoint import transfer
+
+    sweep = [(m, a) for m, a in transfer.FRONTIER.items() if a in arms]
+    out: dict[float, list[float]] = {}
+    for (_, a0), (m, a), (_, a1) in zip(sweep, sweep[1:], sweep[2:]):
+        errors = []
+        for r in rows:
+            t0, t, t1 = (r["arms"][x]["tf_final"] for x in (a0, a, a1))
+            n0, n, n1 = (r["arms"][x]["nll_change"] for x in (a0, a, a1))
+            if t1 != t0:
+                errors.append(n - (n0 + (n1 - n0) * (t - t0) / (t1 - t0)))
+        if len(errors) == len(rows):
+            out[m] = errors
+    return out
+
+
 def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The study's summary: primary endpoint, per-arm intervals, paired differences with Holm and effect
     sizes, the mean curves and the frontier; refuses (see the module docstring)."""
@@ -280,10 +300,12 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         if label in adjusted:
             row.update(adjusted[label])
     frontier, frontier_extra = _frontier_rows(rows, arms)
+    loo = _chord_errors(rows, arms)
     prim = per_arm[PRIMARY["arm"]][PRIMARY["metric"]]
     summary = {"primary_endpoint": {**PRIMARY, **prim, "met": prim["ci95_low"] >= PRIMARY["threshold"]},
                "per_arm": per_arm, "differences": differences, "frontier": frontier,
                "frontier_refused": frontier_extra["refused"],
+               "frontier_chord_errors": {str(m): _interval(v) for m, v in loo.items()},
                "teacher_gain": _interval([r["teacher_gain"] for r in rows])}
     check_summary(rows, summary)
     return summary
@@ -370,6 +392,20 @@ def check_summary(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any],
             got = f[key]
             if got["n"] != len(xs) or not close((got["mean"], got["ci95_low"], got["ci95_high"]), interval(xs)):
                 bad.append(f"frontier {f['arm']} {key}")
+    from litrepro.waypoint.transfer import FRONTIER
+
+    pts = sorted(FRONTIER.items())
+    for k in range(1, len(pts) - 1):
+        key = str(pts[k][0])
+        if key not in summary.get("frontier_chord_errors", {}):
+            continue
+        xs = []
+        for r in rows:
+            (t0, n0), (t, n), (t1, n1) = ((r["arms"][a]["tf_final"], r["arms"][a]["nll_change"]) for _, a in pts[k - 1:k + 2])
+            xs.append(n - n0 - (n1 - n0) * (t - t0) / (t1 - t0))
+        got = summary["frontier_chord_errors"][key]
+        if got["n"] != len(xs) or not close((got["mean"], got["ci95_low"], got["ci95_high"]), interval(xs)):
+            bad.append(f"chord error at x{key}")
     if bad:
         raise StudyRefused(f"transfer study refused, numbers differ from their plain-loop recomputation: "
                            f"{'; '.join(bad[:6])}{' ...' if len(bad) > 6 else ''}")
@@ -509,13 +545,26 @@ def findings(data: Mapping[str, Any]) -> list[str]:
             continue
         out.append(f"The waypoint gate against {_words(control)}: transfer at the last update {_reads(tf)}; "
                    f"validation-NLL change {_reads(nll, 'higher (worse)', 'lower (better)')}.")
+    chords = {float(m): v for m, v in data.get("frontier_chord_errors", {}).items()}
     for row in data["frontier"]:
         gap, mult = row["nll_gap_to_frontier"], row["equivalent_lr_multiplier"]
         side = ("lower" if gap["ci95_high"] < 0 else "higher" if gap["ci95_low"] > 0 else "no detectable difference")
-        out.append(f"Against the final-only learning-rate frontier ({len(data['lr_multipliers'])} multipliers), "
-                   f"{_words(row['arm'])} is {frontier_words(row)}: at the same transfer its NLL change is "
-                   f"{side} {fmt_ci(gap['ci95_low'], gap['ci95_high'])} against the frontier's, and final-only "
-                   f"reaches its transfer at {fmt_ci(mult['ci95_low'], mult['ci95_high'])} times the learning rate.")
+        line = (f"Against the final-only learning-rate frontier ({len(data['lr_multipliers'])} multipliers), "
+                f"{_words(row['arm'])} is {frontier_words(row)}: at the same transfer its NLL change minus the "
+                f"frontier's is {fmt_ci(gap['ci95_low'], gap['ci95_high'])} ({side}), and final-only reaches its "
+                f"transfer at {fmt_ci(mult['ci95_low'], mult['ci95_high'])} times the learning rate.")
+        if chords:
+            near = min(chords, key=lambda m: abs(math.log(m) - math.log(max(mult["mean"], 1e-12))))
+            c = chords[near]
+            line += (f" The leave-one-out error of the frontier's chords at the nearest interior multiplier (x{near:g}) "
+                     f"is {fmt_ci(c['ci95_low'], c['ci95_high'])}")
+            if c["ci95_high"] < 0 and gap["ci95_high"] < 0:
+                line += ": the chords overstate the frontier's NLL there, so this reading may come from the interpolation."
+            elif c["ci95_low"] > 0 and gap["ci95_low"] > 0:
+                line += ": the chords understate the frontier's NLL there, so this reading may come from the interpolation."
+            else:
+                line += "."
+        out.append(line)
     for arm, seeds in data.get("frontier_refused", {}).items():
         out.append(f"{_words(arm)[0].upper()}{_words(arm)[1:]} gets no frontier interval: its transfer lies outside "
                    f"the sweep's range (or the sweep is not monotone) on seeds {', '.join(map(str, seeds))}.")
