@@ -330,3 +330,23 @@ def test_the_study_script_prints_its_cost_first(capsys):
     assert script.main(["--seeds", "42-57", "--jobs", "2", "--dry-run"]) == 0
     err = capsys.readouterr().err
     assert err.startswith(f"transfer study: 16 seeds x {len(transfer.ARMS)} arms; about ") and "min on 2 process" in err
+
+
+def test_frontier_gap_equivalent_rate_and_chord_errors_by_hand():
+    """Hand-made sweep: TF = m / 4 and NLL change = m^2 (convex in TF); an arm at TF 0.25 with NLL 0.9."""
+    mults = sorted(transfer.FRONTIER)
+    rows = []
+    for seed, shift in ((1, 0.0), (2, 0.1), (3, -0.1)):
+        arms = {a: {"tf_final": m / 4, "nll_change": m * m} for m, a in transfer.FRONTIER.items()}
+        arms["waypoint"] = {"tf_final": 0.25, "nll_change": 0.9 + shift}
+        rows.append({"seed": seed, "arms": arms})
+    front, extra = transfer_study._frontier_rows(rows, list(rows[0]["arms"]))
+    (row,) = front
+    assert row["arm"] == "waypoint" and row["nll_gap_to_frontier"]["mean"] == pytest.approx(0.9 - 1.0)
+    assert row["equivalent_lr_multiplier"]["mean"] == pytest.approx(1.0)
+    assert transfer_study._plain_frontier(rows, "waypoint")["nll_gap_to_frontier"] == pytest.approx([-0.1, 0.0, -0.2])
+    chords = transfer_study._chord_errors(rows, list(rows[0]["arms"]))
+    k = mults.index(1.0)
+    m0, m1 = mults[k - 1], mults[k + 1]
+    expected = 1.0 - (m0 * m0 + (m1 * m1 - m0 * m0) * (1.0 - m0) / (m1 - m0))     # a convex curve lies below its chords
+    assert chords[1.0] == pytest.approx([expected] * 3) and expected < 0
