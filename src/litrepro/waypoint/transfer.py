@@ -242,12 +242,18 @@ def even_mass(policy: BytePolicy, prompts: Tensor) -> float:
 
 
 def run_arm(arm: Arm, student: BytePolicy, waypoints: list[BytePolicy], corpus, device: torch.device, seed: int,
-            cfg: TransferConfig, *, eval_prompts: Tensor, validation: Tensor) -> dict:
+            cfg: TransferConfig, *, eval_prompts: Tensor, validation: Tensor, measures=None) -> dict:
     """Train ``student`` (in place) for ``cfg.updates`` updates of ``arm``; its learning curve and first update.
 
     ``curve``: P(even first byte) on ``eval_prompts`` and the validation NLL after each of
-    :meth:`TransferConfig.marks`.  Per-update diagnostics are averaged over updates.
+    :meth:`TransferConfig.marks`, and ``measures`` (name -> f(policy, prompts) -> float) when given.
+    Per-update diagnostics are averaged over updates.
     """
+    def point(update: int) -> dict:
+        extra = {name: f(student, eval_prompts) for name, f in (measures or {}).items()}
+        return {"update": update, "p_even": even_mass(student, eval_prompts),
+                "validation_nll": nats_per_byte(student, validation, cfg.eval_window), **extra}
+
     lr = cfg.lr * arm.lr_multiplier
     batch = cfg.batch * arm.batch_multiplier
     optimizer = torch.optim.SGD(student.parameters(), lr=lr)
@@ -256,8 +262,7 @@ def run_arm(arm: Arm, student: BytePolicy, waypoints: list[BytePolicy], corpus, 
     marks = set(cfg.marks())
     curve, first, sums = [], None, {}
     if 0 in marks:
-        curve.append({"update": 0, "p_even": even_mass(student, eval_prompts),
-                      "validation_nll": nats_per_byte(student, validation, cfg.eval_window)})
+        curve.append(point(0))
     for update in range(1, cfg.updates + 1):
         prompt_state, sample_state = prompt_gen.get_state(), sample_gen.get_state()
         prompts = corpus.train_windows(batch, 1, prompt_gen, "transfer").to(device)   # (batch, 1)
@@ -270,8 +275,7 @@ def run_arm(arm: Arm, student: BytePolicy, waypoints: list[BytePolicy], corpus, 
         for k, v in stats.items():
             sums[k] = sums.get(k, 0.0) + v
         if update in marks:
-            curve.append({"update": update, "p_even": even_mass(student, eval_prompts),
-                          "validation_nll": nats_per_byte(student, validation, cfg.eval_window)})
+            curve.append(point(update))
     means = {k: v / cfg.updates for k, v in sums.items()}
     return {"curve": curve, "first": first, "lr": lr, "batch": batch, "means": means}
 
