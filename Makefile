@@ -84,6 +84,11 @@ waypoint-transfer: corpus
 waypoint-opd-calibration: corpus
 	$(BIN)/python studies/waypoint_opd_calibration.py --seeds 42-57
 
+# waypoint_opd: the transfer regime's arms from a teacher that forgets (a two-phase curriculum), 16 seeds (about 3 min on 2 cores)
+.PHONY: waypoint-curriculum
+waypoint-curriculum: corpus
+	$(BIN)/python studies/waypoint_curriculum.py --seeds 42-57 --jobs 2
+
 # pinterest_rlbp: arms that isolate the cause of the learned policy's deficit, 20 seeds, paired CIs (about 6 min on 2 cores)
 rlbp-diagnosis: install
 	$(BIN)/python studies/rlbp_diagnosis.py --seeds 42-61 --jobs 2

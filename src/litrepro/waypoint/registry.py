@@ -90,6 +90,13 @@ GUARDS: dict[str, tuple[str, str]] = {
         "transfer gate", "each token's gate by the arm's formula from Python floats, or a permutation within |A| bins"),
     "update_matches_reference": (
         "transfer step", "each arm's first update against -lr times a reference loss's gradient (exact KL position by position)"),
+    "curriculum_rl_replayed": ("curriculum RL", "every update's prompts and actions re-drawn from the recorded generator state"),
+    "curriculum_reward_matches_schedule": (
+        "curriculum RL", "each update's reward kind against the schedule, its mean reward by a loop over the actions"),
+    "curriculum_update_matches_reference": (
+        "curriculum RL", "every update against -lr times a REINFORCE gradient written out with the loop's rewards"),
+    "phase_one_raises_even_mass": ("curriculum RL", "P(even first byte) of the middle waypoint above waypoint 0's"),
+    "phase_two_raises_odd_letters": ("curriculum RL", "P(odd lowercase first byte) of the final waypoint above waypoint 0's"),
     "final_p_even_matches_reference": (
         "transfer curve", "the learning curve's last P(even first byte) by the reference forward pass on the final student"),
 }

@@ -133,3 +133,57 @@ def check_pairing(starts: dict[str, dict], first_prompts: dict[str, Tensor], bat
     lr_gap = max(abs(lrs[a] - declared_lrs[a]) for a in lrs)
     return {"checks": {"arms_paired": len(start_hashes) == 1 and same_batch_ok, "lr_matches_arm": lr_gap == 0.0},
             "gaps": {"distinct_starts": len(start_hashes), "lr_max_gap": lr_gap}}
+
+
+#: The curriculum's rewards as plain predicates (the audit's own definitions, not the stage's).
+CURRICULUM_REWARDS = {"even": lambda a: a < 256 and a % 2 == 0,
+                      "lowercase": lambda a: 97 <= a <= 122,
+                      "odd_lowercase": lambda a: 97 <= a <= 122 and a % 2 == 1}
+
+
+def check_curriculum_rl(rl: dict, data: bytes, *, schedule: list[str], prompt_len: int) -> dict:
+    """The curriculum RL (:mod:`litrepro.waypoint.curriculum`), update by update, from its recorded states:
+
+    - ``curriculum_rl_replayed``: prompts and actions re-drawn from the recorded generator state;
+    - ``curriculum_reward_matches_schedule``: each update's logged reward kind is the schedule's, and its mean
+      reward is the loop over its actions of that kind's predicate;
+    - ``curriculum_update_matches_reference``: the update equals -lr times the REINFORCE gradient written out
+      for all rollouts at once, A_i = R_i - mean R with the loop's rewards.
+    """
+    train = contract_split(data, "train")
+    trace, hist = rl["trace"], rl["audit"]["history"]
+    names = [k for k in ("embed", "head_w", "head_b") if k in dict(rl["initial"].named_parameters())]
+    replay_bad, reward_gap, update_gap = 0, 0.0, 0.0
+    kinds_ok = len(hist) == len(schedule) == len(trace["prompts"])
+    for k, h in enumerate(hist):
+        before = {x: t.cpu() for x, t in trace["states"][k].items()}
+        after = {x: t.cpu() for x, t in trace["states"][k + 1].items()}
+        prompts, actions = trace["prompts"][k].cpu(), rl["actions"][k].cpu()
+        g = torch.Generator().set_state(trace["generator_states"][k])
+        redrawn = ref_windows(train, rl["rollouts"], prompt_len, g)
+        with torch.no_grad():
+            probs = torch.softmax(ref_logits(before, redrawn)[:, -1], -1)
+        resampled = torch.multinomial(probs, 1, generator=g)[:, 0]
+        replay_bad += int(not (torch.equal(redrawn, prompts) and torch.equal(resampled, actions)))
+        kind = schedule[k] if k < len(schedule) else None
+        kinds_ok = kinds_ok and h.get("reward") == kind
+        acts = actions.tolist()
+        rewards = [1.0 if CURRICULUM_REWARDS[kind](a) else 0.0 for a in acts] if kind in CURRICULUM_REWARDS else [0.0] * len(acts)
+        mean = sum(rewards) / len(rewards)
+        reward_gap = max(reward_gap, abs(h["mean_rule_reward"] - mean))
+        n, plen = prompts.shape
+        a = torch.tensor(acts)
+        hidden = before["embed"][prompts].sum(1) / plen                                  # (n, D)
+        dz = torch.softmax(hidden @ before["head_w"].T + before["head_b"], 1)             # (n, V)
+        dz[torch.arange(n), a] -= 1.0
+        dz = dz * ((torch.tensor(rewards, dtype=torch.float64) - mean) / n)[:, None]     # -(A / n)(onehot - pi)
+        dh = dz @ before["head_w"] / plen
+        grad = {"embed": torch.zeros_like(before["embed"]).index_add_(0, prompts.reshape(-1), dh.repeat_interleave(plen, 0)),
+                "head_w": dz.T @ hidden, "head_b": dz.sum(0)}
+        expected = {x: -rl["lr"] * grad[x] for x in names}
+        update_gap = max(update_gap, _rel_gap(_sub(after, before, names), expected))
+    return {"checks": {"curriculum_rl_replayed": replay_bad == 0,
+                       "curriculum_reward_matches_schedule": kinds_ok and reward_gap == 0.0,
+                       "curriculum_update_matches_reference": update_gap <= REL_TOL},
+            "gaps": {"curriculum_updates_not_replayed": replay_bad, "curriculum_reward_gap": reward_gap,
+                     "curriculum_update_relative_gap": update_gap}}
