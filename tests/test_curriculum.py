@@ -72,3 +72,9 @@ def test_curriculum_study_is_current_and_recomputes(data):
     summary = curriculum_study.summarise(data["per_seed"])
     assert json.loads(json.dumps(summary)) == {k: data[k] for k in summary}
     assert all(curriculum_study.findings(data))
+
+
+def test_curriculum_figure_fits_its_canvas(data):
+    from litrepro import figcheck
+
+    assert figcheck.outside_canvas(curriculum_study.plot(data)) == []
