@@ -20,6 +20,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 from litrepro import atomic, plotting
+from litrepro.paths import ROOT
 from litrepro.waypoint import transfer, transfer_study
 from litrepro.waypoint.config import WaypointConfig
 
@@ -78,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
             rows = list(pool.map(_seed_job, jobs))
     wall = time.perf_counter() - start
+    raw = ROOT / "build" / "waypoint_transfer" / "rows.json"  # kept (not committed) so a refusal can be read
+    atomic.write_text(raw, atomic.dumps_json(rows))
     try:
         summary = transfer_study.summarise(rows)               # refuses on a failed check or a mismatch
     except transfer_study.StudyRefused as err:
