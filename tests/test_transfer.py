@@ -288,7 +288,10 @@ def test_transfer_study_is_complete_and_every_number_recomputes(data):
     assert set(data["per_arm"]) == set(transfer.ARMS) and len(data["lr_multipliers"]) >= 5
     assert not [r for r in data["per_seed"] if transfer_study.failed_checks(r)]
     summary = transfer_study.summarise(data["per_seed"])              # refuses on a failed check or a mismatch
-    assert json.loads(json.dumps(summary)) == {k: data[k] for k in summary}
+    key = lambda d: (d["comparison"], d["metric"])                     # noqa: E731  (the JSON sorts the arms' keys)
+    again = json.loads(json.dumps(summary))
+    assert sorted(again.pop("differences"), key=key) == sorted(data["differences"], key=key)
+    assert again == {k: data[k] for k in again}
     assert data["primary_endpoint"]["arm"] == "final_only" and data["primary_endpoint"]["metric"] == "tf_final"
 
 
@@ -297,7 +300,8 @@ def test_transfer_study_findings_and_figure(data):
 
     lines = transfer_study.findings(data)
     assert lines[1].startswith("Primary endpoint") and all(lines)
-    assert any("learning-rate frontier" in x and "the waypoint gate is" in x for x in lines)
+    assert any(("learning-rate frontier" in x and "the waypoint gate is" in x)
+               or x.startswith("The waypoint gate gets no frontier interval") for x in lines)
     assert figcheck.outside_canvas(transfer_study.plot(data)) == []
 
 
