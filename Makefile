@@ -80,6 +80,22 @@ rlbp-budget: install
 	$(BIN)/python studies/rlbp_budget.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
+# waypoint_opd: the transfer regime, 14 arms x 240 updates, learning curves and the learning-rate frontier, 16 seeds
+# (prints its expected cost first; about 8 min on 2 cores)
+.PHONY: waypoint-transfer
+waypoint-transfer: corpus
+	$(BIN)/python studies/waypoint_transfer.py --seeds 42-57 --jobs 2
+
+# waypoint_opd: the OPD step's gradient norm and parameter change against the record, with explaining arms (about 1 min)
+.PHONY: waypoint-opd-calibration
+waypoint-opd-calibration: corpus
+	$(BIN)/python studies/waypoint_opd_calibration.py --seeds 42-57
+
+# waypoint_opd: the transfer regime's arms from a teacher that forgets (a two-phase curriculum), 16 seeds (about 3 min on 2 cores)
+.PHONY: waypoint-curriculum
+waypoint-curriculum: corpus
+	$(BIN)/python studies/waypoint_curriculum.py --seeds 42-57 --jobs 2
+
 # pinterest_rlbp: placebo, operator and one-factor ablations at the seed's budget, 20 seeds, paired CIs (about 10 min on 2 cores)
 rlbp-diagnosis: install
 	$(BIN)/python studies/rlbp_diagnosis.py --seeds 42-61 --jobs 2

@@ -80,6 +80,25 @@ GUARDS: dict[str, tuple[str, str]] = {
     # Recorded by the effect study only (``effect_study.run_condition``).
     "student_start_matches_label": (
         "effect study", "the condition's student start label against the sha256 of the student it actually started from"),
+    # Recorded by the transfer study only (``transfer_study.run_seed``; computed in ``transfer_audit``).
+    "arms_paired": ("transfer arms", "one start for every arm, and the same first prompts for arms with the same batch"),
+    "lr_matches_arm": ("transfer arms", "the learning rate each arm used against the multiplier it declares"),
+    "waypoints_unchanged": ("transfer arms", "the L2 change of every waypoint since it was frozen is exactly 0"),
+    "first_update_replayed": (
+        "transfer step", "each arm's first prompts and rollouts re-drawn token by token from the recorded stream states"),
+    "gate_matches_reference": (
+        "transfer gate", "each token's gate by the arm's formula from Python floats, or a permutation within |A| bins"),
+    "update_matches_reference": (
+        "transfer step", "each arm's first update against -lr times a reference loss's gradient (exact KL position by position)"),
+    "curriculum_rl_replayed": ("curriculum RL", "every update's prompts and actions re-drawn from the recorded generator state"),
+    "curriculum_reward_matches_schedule": (
+        "curriculum RL", "each update's reward kind against the schedule, its mean reward by a loop over the actions"),
+    "curriculum_update_matches_reference": (
+        "curriculum RL", "every update against -lr times a REINFORCE gradient written out with the loop's rewards"),
+    "phase_one_raises_even_mass": ("curriculum RL", "P(even first byte) of the middle waypoint above waypoint 0's"),
+    "phase_two_raises_odd_letters": ("curriculum RL", "P(odd lowercase first byte) of the final waypoint above waypoint 0's"),
+    "final_p_even_matches_reference": (
+        "transfer curve", "the learning curve's last P(even first byte) by the reference forward pass on the final student"),
 }
 
 #: The comparison arms' own booleans (``comparison_arms[arm].checks``, the effect study's ``arm_checks``)
