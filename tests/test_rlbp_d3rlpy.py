@@ -272,6 +272,31 @@ def test_a_policy_that_is_not_the_learners_is_caught(tiny):
     assert d3.served_action_mismatches(algo, constant) > 0
 
 
+def test_the_script_writes_the_json_and_figure_and_prints_its_cost(tmp_path, monkeypatch, capsys):
+    """studies/rlbp_d3rlpy.py end to end on two tiny seeds, into tmp_path (rendered/ is not touched)."""
+    pytest.importorskip("d3rlpy")
+    import importlib.util
+
+    from litrepro.paths import ROOT
+
+    spec = importlib.util.spec_from_file_location("rlbp_d3rlpy_script", ROOT / "studies" / "rlbp_d3rlpy.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.setattr(script, "SETTINGS", TINY_SETTINGS)
+    monkeypatch.setattr(script, "_seed_job", lambda seed, export_dir: d3.run_seed(
+        seed, settings=TINY_SETTINGS, overrides=TINY, export_dir=export_dir))
+    monkeypatch.setattr(d3, "PATH", tmp_path / "d3rlpy_crosscheck.json")
+    monkeypatch.setattr(d3, "PLOT", tmp_path / "d3rlpy_crosscheck.png")
+    assert script.main(["--seeds", "5-6", "--jobs", "1", "--export-dir", str(tmp_path / "exports")]) == 0
+    written = json.loads((tmp_path / "d3rlpy_crosscheck.json").read_text())
+    assert written["seeds"] == [5, 6] and written["d3rlpy_version"] == d3.D3RLPY_VERSION
+    d3.check_intervals(written["per_seed"], written["summary"])
+    assert (tmp_path / "d3rlpy_crosscheck.png").stat().st_size > 1000
+    assert sorted(p.name for p in (tmp_path / "exports").iterdir()) == ["seed-5.npz", "seed-6.npz"]
+    assert len(d3.LoggedExport.load(tmp_path / "exports" / "seed-5.npz")) == written["per_seed"][0]["export_rows"]
+    assert "CPU-s" in capsys.readouterr().err
+
+
 # --- The committed study -------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
