@@ -739,6 +739,7 @@ def plot(data: Mapping[str, Any]):
     left.minorticks_off()
     left.set_xlabel("d3rlpy gradient steps", fontsize=9)
     left.set_ylabel("true value − fixed gain (paired, 95% CI)", fontsize=9)
+    left.set_title("d3rlpy policy − fixed gain, by budget", fontsize=10)
     left.legend(fontsize=8, loc="best")
     left.grid(lw=0.4, alpha=0.5)
     last = max(checkpoints)
