@@ -881,6 +881,13 @@ def rlbp_budget(root: Path) -> str:
     return table + "\n\n" + _bullets(bs.findings(data))
 
 
+@block("rlbp-d3rlpy", "docs/pinterest_rlbp.md")
+def rlbp_d3rlpy(root: Path) -> str:
+    from litrepro.studies import rlbp_d3rlpy
+
+    return _bullets(rlbp_d3rlpy.findings(load(root, "rendered/pinterest_rlbp/d3rlpy_crosscheck.json")))
+
+
 @block("rlbp-ablation", "docs/pinterest_rlbp.md")
 def rlbp_ablation(root: Path) -> str:
     from litrepro.rlbp import diagnosis
@@ -934,6 +941,46 @@ def opd_dose_response(root: Path) -> str:
             "number of intervals: at 95% each, about one in twenty intervals would exclude 0 by chance alone when there "
             "is no difference.")
     return _dose_tally(data) + "\n\n" + _bullets(dose_response.findings(data) + [note])
+
+
+TRANSFER = "rendered/waypoint_opd/transfer_study.json"
+OPD_CALIBRATION = "rendered/waypoint_opd/opd_calibration.json"
+EFFECT = "rendered/waypoint_opd/effect_study.json"
+
+
+@block("opd-transfer", "docs/waypoint_opd.md")
+def opd_transfer(root: Path) -> str:
+    from litrepro.waypoint import transfer_study
+
+    return _bullets(transfer_study.findings(load(root, TRANSFER)))
+
+
+@block("opd-step-calibration", "docs/waypoint_opd.md")
+def opd_step_calibration(root: Path) -> str:
+    from litrepro.waypoint import opd_calibration
+
+    return _bullets(opd_calibration.findings(load(root, OPD_CALIBRATION)))
+
+
+@block("opd-effect-holm", "docs/waypoint_opd.md")
+def opd_effect_holm(root: Path) -> str:
+    from litrepro.waypoint import effect_holm
+
+    return _bullets(effect_holm.findings(load(root, EFFECT)))
+
+
+@block("headline-transfer", "README.md")
+def headline_transfer(root: Path) -> str:
+    """The transfer regime: the primary endpoint, and the gate against final-only, its controls and the frontier."""
+    from litrepro.waypoint import transfer_study
+
+    lines = transfer_study.findings(load(root, TRANSFER))
+    keep = [x for x in lines if x.startswith(("Primary endpoint", "The waypoint gate against final-only OPD",
+                                              "The waypoint gate against gates shuffled within",
+                                              "The waypoint gate against final-only with 3x"))]
+    keep += [x for x in lines if x.startswith("Against the final-only learning-rate frontier") and "the waypoint gate is" in x]
+    return (f"`waypoint_opd` in a regime where distillation transfers (`{TRANSFER}`, 16 seeds; the regime, its arms and "
+            "the frontier are our reconstruction):\n\n" + _bullets(keep))
 
 
 @block("bounds", "docs/security.md")

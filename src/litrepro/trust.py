@@ -33,7 +33,7 @@ from litrepro.paths import RENDERED, ROOT
 #: Method -> the module holding its check registry ``GUARDS`` (and, optionally, ``ARM_CHECKS``).
 AUDIT_MODULES = {"pinterest_rlbp": "litrepro.rlbp.audit", "waypoint_opd": "litrepro.waypoint.registry"}
 #: Method -> study modules whose own checks (``STUDY_GUARDS``, same shape as ``GUARDS``) join its registry.
-STUDY_MODULES = {"pinterest_rlbp": ("litrepro.rlbp.td_calibration",), "waypoint_opd": ()}
+STUDY_MODULES = {"pinterest_rlbp": ("litrepro.rlbp.td_calibration", "litrepro.studies.rlbp_d3rlpy"), "waypoint_opd": ()}
 FAULT_AUDITS = RENDERED / "fault_audits.json"
 NOT_REGISTERED = "not registered"
 
