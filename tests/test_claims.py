@@ -16,11 +16,8 @@ from litrepro import claims
 from litrepro.cli import main as cli_main
 from litrepro.paths import ROOT
 
-JSONS = ["rendered/pinterest_rlbp/backup_study.json", "rendered/pinterest_rlbp/policy_comparison.json",
-         "rendered/pinterest_rlbp/lambda_frontier.json", "rendered/pinterest_rlbp/summary.json",
-         "rendered/waypoint_opd/effect_study.json", "rendered/waypoint_opd/summary.json", "rendered/benchmarks.json",
-         "rendered/pinterest_rlbp/diagnosis.json", "rendered/pinterest_rlbp/td_calibration.json",
-         "rendered/waypoint_opd/dose_response.json"]
+#: Every committed JSON and rendered notebook: the blocks read the former, the rule for numbers reads the latter.
+JSONS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "rendered").rglob("*") if p.suffix in (".json", ".ipynb"))
 
 
 @pytest.fixture
@@ -99,6 +96,31 @@ def test_check_fails_on_a_typed_number_in_notebook_markdown(tree):
     assert "'0.804'" in problems[0]
 
 
+def test_check_reads_printed_text_rendered_notebooks_and_docs_subfolders(tree):
+    """A typed result in a code cell's printed text, in a rendered notebook's markdown, or on a page in a subfolder
+    of docs/ is reported, each naming where it is."""
+    path = tree / "notebooks" / "waypoint_opd.ipynb"
+    nb = nbformat.read(str(path), as_version=4)
+    nb.cells.insert(3, nbformat.v4.new_code_cell('print("the gate wins by 0.804 nats")', id="typed-print"))
+    nbformat.write(nb, str(path))
+    rendered = tree / "rendered" / "waypoint_opd" / "seed-42.ipynb"
+    rendered.parent.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("The student gains 0.804 here.", id="typed-rendered")])
+    nbformat.write(nb, str(rendered))
+    (tree / "docs" / "extra").mkdir()
+    (tree / "docs" / "extra" / "page.md").write_text("The gate wins on 17/20 seeds.\n")
+    problems = claims.check(tree)
+    assert any("notebooks/waypoint_opd.ipynb cell typed-print (printed text)" in p and "'0.804'" in p for p in problems), problems
+    assert any("rendered/waypoint_opd/seed-42.ipynb cell typed-rendered" in p for p in problems), problems
+    assert any(p.startswith("docs/extra/page.md: line 1: count '17/20'") for p in problems), problems
+
+
+def test_printed_strings_reads_only_print_calls():
+    src = 'x = "0.5"\nprint(f"gain {x} of 0.25", "and 0.75")\nlog("0.9")\n%matplotlib inline'
+    assert claims.printed_strings(src) == []          # a magic: not Python, nothing read
+    assert claims.printed_strings(src.rsplit("\n", 1)[0]) == ["gain ", " of 0.25", "and 0.75"]
+
+
 def test_check_fails_on_an_edited_block(tree):
     """One digit changed inside a generated block (here the first decimal of the rlbp study's block) is refused."""
     import re
@@ -144,6 +166,19 @@ def test_a_missing_or_unknown_block_is_reported(tree):
     ("The recorded baseline NLL is 4.914 nats per byte.", True),      # a recorded mean of the seed file
     ("A share of 37 % of the segments.", False),                      # a percentage may quote only a parameter
     ("A z-score within ±3.", False),
+    # issue 32: forms that used to slip past the rule
+    ("The learned critic is 2.5x slower.", False),                    # a glued unit is read with its number
+    ("The gap is 4.0σ on seed 60.", False),
+    ("The study took 362.1s.", False),
+    ("The gate is 3× the shuffled one.", False),                      # "N×" is a ratio, a result
+    ("It is 2x faster.", False),
+    ("The gate's z = 422 on this seed.", False),                      # a z-score printed without a sign
+    ("It holds on 17/20 seeds.", False),                              # "k/n" is a tally
+    ("It holds on 17 out of 20 seeds.", False),
+    ("It holds on 17 of the 20 seeds.", False),
+    ("Every action is logged with μ = 1/9.", True),                   # a unit share, not a tally
+    ("Seeds 42 to 61 on 8d of data, the 3rd arm.", True),             # integers with glued words stay structural
+    ("A version 2.13.0 of torch.", True),                             # a version is not a figure
 ])
 def test_the_rule_for_numbers(sentence, allowed):
     values = claims.stated_values(ROOT)

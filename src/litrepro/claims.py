@@ -467,9 +467,9 @@ def _slope(v: dict) -> str:
 # --------------------------------------------------------------------------- reading pages
 
 def pages(root: Path) -> list[Path]:
-    """README.md and every ``docs/*.md`` under ``root``."""
+    """README.md, every page under ``docs/`` (subfolders included) and ``benchmarks/*.md`` under ``root``."""
     out = [root / "README.md"] if os.path.lexists(root / "README.md") else []
-    return out + sorted((root / "docs").glob("*.md"))
+    return out + sorted((root / "docs").rglob("*.md")) + sorted((root / "benchmarks").glob("*.md"))
 
 
 def split_blocks(text: str, where: str) -> tuple[list[tuple[str, int, int]], list[str]]:
@@ -525,10 +525,16 @@ _URL = re.compile(r"https?://\S+")
 _HTML_TAG = re.compile(r"<[^>\n]*>")
 _SUPER = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 #: A number in prose: optional sign, digits (thousands commas allowed), decimals, exponent, percent.
+#: The number is read whole: it may not stop before more digits or a decimal part ("2.5x" is 2.5, never 2), and a
+#: unit glued to it ("2.5x", "4.0σ", "362.1s", "3×") is read with it; an integer followed by "×" or "x" is a ratio.
 _NUMBER = re.compile(
-    r"(?<![\w.])(?P<sign>(?<![\w\-−])[+\-−±])?(?P<num>\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][+\-−]?\d+)?)"
-    r"(?P<pow>\s?[×x]\s?10(?P<exp>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))?(?P<bare_pow>(?<=10)[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?(?P<pct>\s?%)?(?![\w])")
-_K_OF_N = re.compile(r"(?<![\w.])\d+ of (?:the |all )?\d+(?![\w.])")
+    r"(?<![\w.])(?P<zeq>(?<![\w])[zZ]\s?=\s?)?(?P<sign>(?<![\w\-−])[+\-−±])?"
+    r"(?P<num>\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][+\-−]?\d+)?)(?![\d,]|\.\d)"
+    r"(?P<pow>\s?[×x]\s?10(?P<exp>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))?(?P<bare_pow>(?<=10)[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?(?P<pct>\s?%)?"
+    r"(?P<unit>[A-Za-zσ×]+)?(?![\w])")
+#: A count: "k of n", "k of the n", "k out of n", or "k/n" with k of 2 or more ("1/9", "0/0" are a unit share
+#: and an indeterminate form, not tallies; docs/claims.md says that "1/n" therefore slips).
+_K_OF_N = re.compile(r"(?<![\w./])(?:\d+ (?:out )?of (?:the |all )?\d+|(?:[2-9]|[1-9]\d+)/\d+)(?![\w./])")
 
 
 _MATH_INDEX = re.compile(r"[_^]\{[^{}\n]*\}")
@@ -551,6 +557,7 @@ class Number:
     value: float
     tolerance: float
     start: int
+    never_stated: bool = False
 
 
 def _parse(m: re.Match) -> Number | None:
@@ -559,7 +566,10 @@ def _parse(m: re.Match) -> Number | None:
     digits = num.replace(",", "")
     mant, _, exp = digits.lower().partition("e")
     pow_exp = m.group("exp") or m.group("bare_pow")
-    result_like = bool(sign or "." in mant or exp or pow_exp or m.group("pct"))
+    unit = m.group("unit") or ""
+    result_like = bool(sign or "." in mant or exp or pow_exp or m.group("pct") or m.group("zeq")
+                       or unit in ("x", "×", "σ"))                 # "3×", "2x": a ratio; "3σ": a z-score
+
     if not result_like:
         return None
     decimals = len(mant.partition(".")[2])
@@ -576,7 +586,8 @@ def _parse(m: re.Match) -> Number | None:
         x, tol = x / 100.0, tol / 100.0
     if sign in ("-", "−"):
         x = -x
-    return Number(m.group(0).strip(), x, tol, m.start())
+    # "z = 422", "4.0σ", "3×": a z-score or a ratio, printed with no sign, is a result and never a stated value
+    return Number(m.group(0).strip(), x, tol, m.start(), never_stated=bool(m.group("zeq")) or unit in ("x", "×", "σ"))
 
 
 def numbers(text: str) -> Iterator[Number]:
@@ -639,13 +650,14 @@ def stated_values(root: Path) -> dict[str, list[float]]:
 def is_stated(n: Number, values: dict[str, list[float]]) -> bool:
     """Whether ``n`` prints a stated value at its precision.
 
-    A number with ``+`` or ``±`` is a difference or a z-score, never a stated value; one with a minus sign
+    A number with ``+`` or ``±`` is a difference or a z-score, never a stated value, and so is one after
+    ``z =``; one with a minus sign
     must quote a negative value; an unsigned one may quote either sign. A percentage may quote only a
     parameter (a share the design fixes), never a recorded figure.
     """
-    if n.text[:1] in "+±":
+    if n.never_stated or n.text[:1] in "+±":
         return False
-    pool = values["parameter"] if n.text.endswith("%") else values["parameter"] + values["seed"]
+    pool = values["parameter"] if n.text.rstrip("×xσs").endswith("%") else values["parameter"] + values["seed"]
     signed = n.text[:1] in "-−"
     for v in pool:
         for candidate in ((v,) if signed else (v, -v)):
@@ -705,22 +717,58 @@ def check(root: Path = ROOT) -> list[str]:
     for name, (page, _fn) in sorted(_BLOCKS.items()):
         if name not in seen and (root / page).exists():
             problems.append(f"{page}: registered block {name!r} is missing (add its markers)")
+    for rel in notebooks(root):
+        problems += scan_notebook(root, rel, values)
+    return problems
+
+
+def notebooks(root: Path) -> list[str]:
+    """The notebooks whose text is read: the sources (:data:`NOTEBOOKS`) and the rendered copies in ``rendered/``."""
+    rendered = sorted(p.relative_to(root).as_posix() for p in (root / "rendered").rglob("*.ipynb")) \
+        if (root / "rendered").is_dir() else []
+    return [rel for rel in NOTEBOOKS if os.path.lexists(root / rel)] + rendered
+
+
+def printed_strings(source: str) -> list[str]:
+    """The literal text a code cell prints: every string constant (and f-string literal part) passed to ``print``.
+
+    A cell that does not parse as Python (a magic, a fragment) prints nothing we can read, and yields nothing.
+    """
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+            for arg in node.args:
+                out += [c.value for c in ast.walk(arg) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+    return out
+
+
+def scan_notebook(root: Path, rel: str, values: dict[str, list[float]]) -> list[str]:
+    """Problems of one notebook: typed result numbers in its markdown cells and in the text its code cells print.
+
+    Outputs are not read: what a cell prints at run time comes from the run (or a study's JSON) through code.
+    """
     import nbformat
-    for rel in NOTEBOOKS:
-        path = root / rel
-        if not os.path.lexists(path):
-            continue
-        text = read_page(root, path)
-        try:
-            jsonbounds.loads(text, rel)                  # bounded before nbformat parses it
-        except jsonbounds.JSONBoundsError as err:
-            raise ClaimsError(str(err)) from None
-        nb = nbformat.reads(text, as_version=4)
-        for cell in nb.cells:
-            if cell.cell_type != "markdown":
-                continue
-            src = cell.source
-            problems += scan_prose(strip_non_prose(src), f"{rel} cell {cell.get('id', '?')}", values, src)
+
+    text = read_page(root, root / rel)
+    try:
+        jsonbounds.loads(text, rel)                  # bounded before nbformat parses it
+    except jsonbounds.JSONBoundsError as err:
+        raise ClaimsError(str(err)) from None
+    nb = nbformat.reads(text, as_version=4)
+    problems = []
+    for cell in nb.cells:
+        where = f"{rel} cell {cell.get('id', '?')}"
+        if cell.cell_type == "markdown":
+            problems += scan_prose(strip_non_prose(cell.source), where, values, cell.source)
+        elif cell.cell_type == "code":
+            for literal in printed_strings(cell.source):
+                problems += scan_prose(strip_non_prose(literal), f"{where} (printed text)", values, literal)
     return problems
 
 
