@@ -75,3 +75,19 @@ def test_mean_sd_and_z():
     assert prose.mean_sd(2e-12, 0.0, floor=prose.ROUNDING) == "2e-12 ± 0"       # above the floor: the digits
     assert prose.z(1.6123) == "+1.6"
     assert prose.z(-0.4567) == "-0.5"
+
+
+def test_a_zero_width_interval_earns_no_direction():
+    """One seed, or the same difference on every seed: paired_ci collapses the interval to the mean, and the
+    words never say higher or lower for it (issue 32)."""
+    from litrepro import stats
+
+    one_seed = stats.paired_ci([1.2], [1.0])
+    same = stats.paired_ci([1.2, 1.3, 1.4], [1.0, 1.1, 1.2])
+    for row in (one_seed, same):
+        assert row["ci95_low"] == row["ci95_high"] and row["mean_difference"] > 0
+        assert prose.direction(row) == prose.NO_DIFFERENCE
+        assert prose.tally([row])[prose.NO_DIFFERENCE] == 1
+        assert "higher" not in prose.compare(row, "a", "b", measure="reward")
+    wide = stats.paired_ci([1.2, 1.35, 1.5], [1.0, 1.1, 1.2])
+    assert prose.direction(wide) == "higher"

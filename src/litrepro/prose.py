@@ -59,9 +59,18 @@ def estimate(row: Mapping[str, float], sig: int = SIG) -> str:
     return f"{value(row['mean_difference'], sig)} {interval(row, sig)}"
 
 
+def word_verdict(row: Mapping[str, float]) -> str:
+    """:func:`stats.verdict`, except that an interval of zero width (one seed, or the same difference on every
+    seed: :func:`stats.paired_ci` collapses it to the mean) earns no direction: it is ``no detectable difference``."""
+    if row["ci95_low"] == row["ci95_high"]:
+        return NO_DIFFERENCE
+    return stats.verdict(row)
+
+
 def direction(row: Mapping[str, float], higher: str = "higher", lower: str = "lower") -> str:
-    """The word the interval allows: ``higher`` when it lies above 0, ``lower`` below, else no detectable difference."""
-    v = stats.verdict(row)
+    """The word the interval allows: ``higher`` when it lies above 0, ``lower`` below, else no detectable
+    difference (also for an interval of zero width, :func:`word_verdict`)."""
+    v = word_verdict(row)
     return higher if v == ">0" else lower if v == "<0" else NO_DIFFERENCE
 
 
@@ -100,7 +109,7 @@ def tally(rows: Iterable[Mapping[str, float]]) -> dict[str, int]:
     """How many rows lie above 0, below 0, or span it: ``{'>0': k, '<0': k, 'no detectable difference': k, 'n': n}``."""
     out = {">0": 0, "<0": 0, NO_DIFFERENCE: 0, "n": 0}
     for row in rows:
-        out[stats.verdict(row)] += 1
+        out[word_verdict(row)] += 1
         out["n"] += 1
     return out
 
