@@ -76,13 +76,58 @@ def test_the_external_resource_scan_finds_a_planted_one(tmp_path):
     assert len(found) == 2 and found[0].startswith("a.html") and found[1].startswith("b.css")
 
 
+def count_intervals(data) -> int:
+    """Every dict with both 95% bounds, anywhere in a study JSON (nested ones included): a walk of our own,
+    not the builder's."""
+    if isinstance(data, dict):
+        return ("ci95_low" in data and "ci95_high" in data) + sum(count_intervals(v) for v in data.values())
+    if isinstance(data, list):
+        return sum(count_intervals(v) for v in data)
+    return 0
+
+
+def study_jsons():
+    return sorted(p for method in ("pinterest_rlbp", "waypoint_opd") for p in RENDERED.joinpath(method).glob("*.json")
+                  if p.name != "summary.json" and not p.name.startswith("seed-"))
+
+
+@pytest.mark.parametrize("path", study_jsons(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_interval_is_a_distinct_numerically_sortable_row(path):
+    """Issue 32: every interval in a study JSON is one row with a label no other row has; the estimate,
+    interval and verdict come first, and the estimate and the interval sort as numbers."""
+    data = json.loads(path.read_text())
+    table, n = book.intervals_table(data, "t")
+    assert n == count_intervals(data)
+    rows = re.findall(r"<tr>(.*?)</tr>", table)[1:]
+    assert len(rows) == n
+    heads = re.findall(r"<th>(.*?)</th>", table)
+    assert heads[:4] == ["estimate", "95% CI (bounds rounded outward)", "verdict", "where in the JSON"]
+    cells = [re.findall(r'<td data-sort="([^"]*)">(.*?)</td>', r) for r in rows]
+    labels = [c[3][1] for c in cells]
+    assert len(set(labels)) == n, [x for x in labels if labels.count(x) > 1][:3]
+    for c in cells:
+        for key, _shown in c[:2]:
+            float(key)                                   # the estimate and the low bound sort as numbers
+
+
+def test_nested_intervals_and_list_labels():
+    """An interval inside an interval is its own row; list elements are told apart by every identifying key."""
+    data = {"by_budget": {"600": {"mean_difference": 0.1, "ci95_low": 0.0, "ci95_high": 0.2,
+                                  "minus_recorded": {"mean_difference": 0.3, "ci95_low": 0.2, "ci95_high": 0.4}}},
+            "rows": [{"backup": "max_min", "logged_days": 4, "d": {"ci95_low": 1.0, "ci95_high": 2.0}},
+                     {"backup": "max_min", "logged_days": 16, "d": {"ci95_low": 1.0, "ci95_high": 2.0}}]}
+    labels = [w for w, _ in book.labelled_interval_rows(data)]
+    assert labels == ["by_budget.600", "by_budget.600.minus_recorded", "rows[backup=max_min,logged_days=4].d",
+                      "rows[backup=max_min,logged_days=16].d"]
+
+
 def test_every_study_interval_is_shown(built):
     site, _ = built
     for method in ("pinterest_rlbp", "waypoint_opd"):
         for path in RENDERED.joinpath(method).glob("*.json"):
             if path.name == "summary.json" or path.name.startswith("seed-"):
                 continue
-            n = len(list(book.interval_rows(json.loads(path.read_text()))))
+            n = count_intervals(json.loads(path.read_text()))
             page = (site / "studies" / f"{method}-{path.stem}.html").read_text()
             table = re.search(rf'<table class="litrepro-table" id="intervals-{method}-{path.stem}">(.*?)</table>',
                               page, re.S)

@@ -280,6 +280,9 @@ def _fmt(x: Any) -> str:
 
 
 def _sort_key(x: Any) -> str:
+    """A cell's sort key: a number as its float (the table sorts numerically when every key is one), nothing as ''."""
+    if x is None or x == "":
+        return ""
     if isinstance(x, bool):
         return str(int(x))
     if isinstance(x, (int, float)):
@@ -287,23 +290,40 @@ def _sort_key(x: Any) -> str:
     return _fmt(x)
 
 
+#: The keys of a list element that tell it apart from its siblings, in the order they are named.
+LABEL_KEYS = ("backup", "arm", "condition", "logged_days", "critic_steps", "steps", "budget", "lambda", "lr", "seed")
+
+
 def interval_rows(data: Any, where: str = "") -> Iterator[tuple[str, dict]]:
-    """Every dict holding ``ci95_low`` and ``ci95_high`` in a study JSON, with where it sits."""
+    """Every dict holding ``ci95_low`` and ``ci95_high`` in a study JSON, with where it sits; an interval nested
+    inside another (``by_budget.600.minus_recorded``) is a row of its own. A list element is named by all of its
+    identifying keys (:data:`LABEL_KEYS`: ``backup=max_min,logged_days=16``), else by its index."""
     if isinstance(data, dict):
         if "ci95_low" in data and "ci95_high" in data:
             yield where, data
-            return
         for key, value in data.items():
-            yield from interval_rows(value, f"{where}.{key}" if where else str(key))
+            if isinstance(value, (dict, list)):
+                yield from interval_rows(value, f"{where}.{key}" if where else str(key))
     elif isinstance(data, list):
         for i, value in enumerate(data):
-            label = next((f"{k}={value[k]}" for k in ("backup", "logged_days", "lambda") if isinstance(value, dict)
-                          and k in value and not isinstance(value[k], (dict, list))), str(i))
-            yield from interval_rows(value, f"{where}[{label}]")
+            keys = [f"{k}={value[k]}" for k in LABEL_KEYS if isinstance(value, dict) and k in value
+                    and not isinstance(value[k], (dict, list))]
+            yield from interval_rows(value, f"{where}[{','.join(keys) or i}]")
+
+
+def labelled_interval_rows(data: Any) -> list[tuple[str, dict]]:
+    """:func:`interval_rows` with every label distinct: a label that repeats gets its occurrence, ``#2``, ``#3``."""
+    out, seen = [], {}
+    for where, row in interval_rows(data):
+        seen[where] = seen.get(where, 0) + 1
+        out.append((where if seen[where] == 1 else f"{where} #{seen[where]}", row))
+    return out
 
 
 STUDY_NAME = re.compile(r"[A-Za-z0-9_.-]+\.json")
 INTERVAL_COLUMNS = ("comparison", "metric", "n", "mean_difference", "ci95_low", "ci95_high", "verdict")
+#: The point estimate an interval is around: a mean difference, a mean, a share of headroom, a ratio's estimate.
+ESTIMATE_KEYS = ("mean_difference", "mean", "estimate", "share", "ratio")
 
 
 def table_html(headers: list[str], rows: list[list[tuple[str, str]]], table_id: str) -> str:
@@ -323,9 +343,11 @@ def one_line(raw_html: str) -> str:
 
 
 def intervals_table(data: Any, table_id: str) -> tuple[str, int]:
+    """Every interval of a study JSON as a row: the mean, the interval and the verdict first (so they are on screen),
+    then where it sits in the JSON and its other scalar fields; each sorts numerically where it is a number."""
     from litrepro import stats
 
-    found = list(interval_rows(data))
+    found = labelled_interval_rows(data)
     extra: list[str] = []
     for _, row in found:
         for k in row:
@@ -333,18 +355,18 @@ def intervals_table(data: Any, table_id: str) -> tuple[str, int]:
                 extra.append(k)
     rows = []
     for where, row in found:
-        mean = row.get("mean_difference", row.get("mean"))
-        cells = [(html.escape(where), where)]
+        mean = next((row[k] for k in ESTIMATE_KEYS if isinstance(row.get(k), (int, float))), None)
+        cells = [(html.escape(f"{mean:+.3g}" if isinstance(mean, (int, float)) else ""), _sort_key(mean)),
+                 (html.escape(stats.fmt_ci(row["ci95_low"], row["ci95_high"], sig=2)), _sort_key(row["ci95_low"])),
+                 (html.escape(stats.verdict(row)), stats.verdict(row)),
+                 (html.escape(where), where),
+                 (html.escape(_fmt(row.get("comparison", ""))), _fmt(row.get("comparison", ""))),
+                 (html.escape(_fmt(row.get("metric", ""))), _fmt(row.get("metric", ""))),
+                 (html.escape(_fmt(row.get("n", ""))), _sort_key(row.get("n", "")))]
         cells += [(html.escape(_fmt(row.get(k, ""))), _sort_key(row.get(k, ""))) for k in extra]
-        cells += [(html.escape(_fmt(row.get("comparison", ""))), _fmt(row.get("comparison", ""))),
-                  (html.escape(_fmt(row.get("metric", ""))), _fmt(row.get("metric", ""))),
-                  (html.escape(_fmt(row.get("n", ""))), _sort_key(row.get("n", ""))),
-                  (html.escape(f"{mean:+.3g}" if isinstance(mean, (int, float)) else ""), _sort_key(mean)),
-                  (html.escape(stats.fmt_ci(row["ci95_low"], row["ci95_high"], sig=2)), _sort_key(row["ci95_low"])),
-                  (html.escape(stats.verdict(row)), stats.verdict(row))]
         rows.append(cells)
-    headers = ["where in the JSON", *extra, "comparison", "metric", "n", "mean difference",
-               "95% CI (bounds rounded outward)", "verdict"]
+    headers = ["estimate", "95% CI (bounds rounded outward)", "verdict", "where in the JSON", "comparison",
+               "metric", "n", *extra]
     return table_html(headers, rows, table_id), len(rows)
 
 
@@ -410,8 +432,8 @@ def study_pages(src: Path) -> list[str]:
             table, n = intervals_table(data, f"intervals-{name}")
             if n:
                 lines += ["## Every interval", "",
-                          f"All {n} paired differences with their 95% intervals, as the JSON holds them (click a "
-                          "column to sort it; type to filter). The verdict is read from the interval: "
+                          f"All {n} 95% intervals the JSON holds (paired differences, shares and ratios, nested ones "
+                          "included), each with its estimate; click a column to sort it, type to filter. The verdict is read from the interval: "
                           "`>0` or `<0` when it excludes 0.", "", "```{raw} html", table, "```", ""]
             if isinstance(data, dict):
                 for key, records in record_tables(data):
