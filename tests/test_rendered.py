@@ -106,3 +106,20 @@ def test_study_findings_resolve_a_relative_path_from_the_repository_root(tmp_pat
     lines = findings.study_findings("rendered/pinterest_rlbp/backup_study.json", lambda data: [str(data["n_seeds"])])
     assert lines and "not found" not in lines[0]
     assert findings.study_findings(tmp_path / "nothing.json", lambda d: ["x"])[0].startswith("nothing.json not found")
+
+
+@pytest.mark.parametrize("name, fn", [("pinterest_rlbp", "litrepro.rlbp.critic:backup_targets"),
+                                      ("waypoint_opd", "litrepro.waypoint.opd:straightness_gate")])
+def test_each_chapter_shows_its_mechanism_code_as_it_is_in_src(name, fn):
+    """Issue 32 item 4: the chapter prints its mechanism's function read from src/, so the rendered page carries
+    the current code (an edit to the function without a re-render fails here)."""
+    import importlib
+    import inspect
+
+    module, attr = fn.split(":")
+    source = inspect.getsource(getattr(importlib.import_module(module), attr)).rstrip()
+    for seed in (42, 43, 44):
+        nb = json.loads((RENDERED / name / f"seed-{seed}.ipynb").read_text())
+        cell = next(c for c in nb["cells"] if c.get("id") == f"{attr}-source")
+        printed = "".join("".join(o.get("text", "")) for o in cell["outputs"])
+        assert source in printed

@@ -67,6 +67,19 @@ def display_full(table: pd.DataFrame) -> None:
         display(table)
 
 
+def show_source(fn: Any) -> None:
+    """Print ``fn``'s source as it is in ``src/`` now (read with :func:`inspect.getsource`, never copied), under
+    the file and line it starts at: the code of a mechanism beside its equation in a chapter."""
+    import inspect
+    from pathlib import Path
+
+    from litrepro.paths import ROOT
+
+    path = Path(inspect.getsourcefile(fn)).resolve()
+    where = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
+    print(f"# {where}, line {inspect.getsourcelines(fn)[1]}\n{inspect.getsource(fn).rstrip()}")
+
+
 def comparison_table(method: str, seed: int, metrics: Mapping[str, float]) -> pd.DataFrame:
     """This run's metrics beside the seed file's recorded ones (same seed, and mean ± std).
 
