@@ -1056,6 +1056,25 @@ def headline_glance(root: Path) -> str:
         "`waypoint_opd`, the gate: " + pick(transfer, "Against the final-only learning-rate frontier", "the waypoint gate is")])
 
 
+def _seed_scale(root: Path, method: str) -> str:
+    """The rendered seeds' calibration sentence at both scales (``calibration_verdicts.sentence`` of the summary)."""
+    rel = f"rendered/{method}/summary.json"
+    verdicts = load(root, rel).get("calibration_verdicts")
+    if not isinstance(verdicts, dict) or not isinstance(verdicts.get("sentence"), str):
+        raise ClaimsError(f"{rel}: no calibration_verdicts.sentence (run `make reproduce`)")
+    return f"For the rendered seeds (`{rel}`): {verdicts['sentence']}"
+
+
+@block("opd-seed-scale", "docs/waypoint_opd.md")
+def opd_seed_scale(root: Path) -> str:
+    return _seed_scale(root, "waypoint_opd")
+
+
+@block("rlbp-seed-scale", "docs/pinterest_rlbp.md")
+def rlbp_seed_scale(root: Path) -> str:
+    return _seed_scale(root, "pinterest_rlbp")
+
+
 @block("bounds", "docs/security.md")
 def bounds(root: Path) -> str:
     """The runner's upper bounds, from the code that enforces them (``litrepro.params``)."""
