@@ -865,7 +865,9 @@ def headline_why(root: Path) -> str:
         _diagnosis_table(diag), "",
         diagnosis.truth_finding(diag) or "", "",
         f"`waypoint_opd`: the gate's effect as the teacher's RL moves further, {dose['n_seeds']} seeds per level "
-        f"(`{DOSE_RESPONSE}`):", "",
+        f"(`{DOSE_RESPONSE}`), in one setting only: the `{dose['student_start']}` student, "
+        f"{dose['teacher_rl_rollouts']} rollouts per teacher-RL update, {dose['teacher_rl_updates']} updates, "
+        f"pretraining learning rate {dose['teacher_pretrain_lr']}, {dose['comparison_steps']} distillation steps:", "",
         _dose_tally(dose), "",
         f"`pinterest_rlbp`'s TD losses beside the seed file's (`{TD_CALIBRATION}`). The explaining arms are our "
         "hypotheses, not the seed's protocol, and two of them match the record by construction: the unit k is fitted "
