@@ -719,6 +719,8 @@ def check(root: Path = ROOT) -> list[str]:
             problems.append(f"{page}: registered block {name!r} is missing (add its markers)")
     for rel in notebooks(root):
         problems += scan_notebook(root, rel, values)
+    from litrepro import readback                  # the reader-side check: every printed interval and its word
+    problems += readback.check(root)
     return problems
 
 
