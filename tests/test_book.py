@@ -387,3 +387,25 @@ def test_the_front_page_opens_from_disk(built):
     for u in local:
         path = Path(urllib.parse.unquote(urllib.parse.urlsplit(u).path))
         assert path.is_file() or (path / "index.html").is_file(), u
+
+
+def test_audit_figures_are_recounted_from_the_committed_per_bug_report(tmp_path, monkeypatch):
+    """Issue 32 item 3: an audit whose source is a committed report is recounted from its rows (our own count
+    here, not trust's), and flipping one bug's verdict moves the figure shown; an audit without one is marked typed."""
+    src = ROOT / "benchmarks" / "fault_audits" / "rlbp_unseen_4.json"
+    bugs = json.loads(src.read_text())["bugs"]
+    moving = [b for b in bugs if b["moved"]]
+    caught = sum(b["verdict"] == "caught" for b in moving)
+    table = trust.audits_table()
+    assert f"{caught} of {len(moving)}" in table and "recounted from" in table
+    assert "typed: no per-bug report committed" in table          # the audits that cite an issue number
+    reports = tmp_path / "benchmarks" / "fault_audits"
+    reports.mkdir(parents=True)
+    data = json.loads(src.read_text())
+    flip = next(b for b in data["bugs"] if b["moved"] and b["verdict"] == "caught")
+    flip["verdict"] = "missed"
+    (reports / src.name).write_text(json.dumps(data))
+    monkeypatch.setattr(trust, "ROOT", tmp_path)
+    monkeypatch.setattr(trust, "AUDIT_REPORTS", reports)
+    assert f"{caught - 1} of {len(moving)}" in trust.audits_table()
+    assert any(flip["id"] in line for line in trust.audit_report_sections())

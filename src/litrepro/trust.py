@@ -22,6 +22,7 @@ import html
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -243,22 +244,101 @@ def _table(headers: list[str], rows: list[list[tuple[str, str, str]]], table_id:
     return table.replace("\r", "&#13;").replace("\n", "&#10;")   # one line: data cannot end its raw block
 
 
+AUDIT_REPORTS = ROOT / "benchmarks" / "fault_audits"
+
+
+def audit_report_tally(path: Path) -> dict[str, Any]:
+    """Recount a committed per-bug audit report (``benchmarks/fault_audits/*.json``, one row per bug): a bug is
+    number-moving when it moved a reported figure, and caught when a check turned false on it."""
+    bugs = json.loads(path.read_text())["bugs"]
+    moving = [b for b in bugs if b.get("moved")]
+    caught = [b for b in moving if b.get("verdict") == "caught"]
+    return {"bugs": len(bugs), "number_moving": len(moving), "caught": len(caught),
+            "missed": [b["id"] for b in moving if b.get("verdict") != "caught"]}
+
+
+def moved_by_check() -> dict[str, list[str]]:
+    """What moves when a check breaks, from the committed audit reports: for each check, the reported figures
+    that the bugs turning it false moved (most often first)."""
+    from collections import Counter
+
+    count: dict[str, Counter] = {}
+    for report in sorted(AUDIT_REPORTS.glob("*.json")) if AUDIT_REPORTS.is_dir() else []:
+        for b in json.loads(report.read_text())["bugs"]:
+            for check in b.get("checks_false") or []:
+                count.setdefault(check.rpartition(".")[2], Counter()).update(b.get("moved") or [])
+    return {k: [f for f, _ in c.most_common()] for k, c in count.items()}
+
+
+def audited_methods() -> set[str]:
+    """The methods whose stage code a committed per-bug report edits (from each bug's file)."""
+    out = set()
+    for report in sorted(AUDIT_REPORTS.glob("*.json")) if AUDIT_REPORTS.is_dir() else []:
+        for b in json.loads(report.read_text())["bugs"]:
+            out |= {m for m, folder in (("pinterest_rlbp", "/rlbp/"), ("waypoint_opd", "/waypoint/"))
+                    if folder in b.get("file", "")}
+    return out
+
+
+def _report_of(audit: dict) -> Path | None:
+    """The committed per-bug report an audit's ``source`` names, if it names one that exists."""
+    m = re.match(r"(benchmarks/fault_audits/[A-Za-z0-9_.-]+\.json)", audit.get("source", ""))
+    return ROOT / m.group(1) if m and (ROOT / m.group(1)).is_file() else None
+
+
 def audits_table(path: Path = FAULT_AUDITS) -> str:
+    """The audits' figures: recounted from the committed per-bug report where there is one, else shown as typed
+    from their source (and marked so)."""
     if not path.is_file():
         return "<p>No fault audit is recorded (<code>rendered/fault_audits.json</code> is missing).</p>"
     data = json.loads(path.read_text())
     out = [f"<p>{_e(data.get('about', ''))}</p>"]
     rows = []
     for audit in data["audits"]:
+        report = _report_of(audit)
+        if report is not None:
+            t = audit_report_tally(report)
+            anchor = f"audit-{report.stem}"
+            share = t["caught"] / t["number_moving"] if t["number_moving"] else float("nan")
+            rows.append([(_e(audit["name"]), audit["name"], ""), ("all parts of the report", "", ""),
+                         (f"{t['caught']} of {t['number_moving']}", f"{share:.6f}", ""),
+                         (f"{100 * share:.0f} %", f"{share:.6f}", ""),
+                         (_e(audit.get("follow_up", "")), "", ""),
+                         (f'recounted from <a href="#{anchor}"><code>{_e(report.relative_to(ROOT).as_posix())}</code></a>, '
+                          "one row per bug (below)", report.name, "")])
+            continue
         for part in audit["parts"]:
             share = part["caught"] / part["number_moving"] if part["number_moving"] else float("nan")
             rows.append([(_e(audit["name"]), audit["name"], ""), (_e(part["part"]), part["part"], ""),
                          (f"{part['caught']} of {part['number_moving']}", f"{share:.6f}", ""),
                          (f"{100 * share:.0f} %", f"{share:.6f}", ""),
-                         (_e(audit.get("follow_up", "")), "", ""), (_e(audit["source"]), audit["source"], "")])
+                         (_e(audit.get("follow_up", "")), "", ""),
+                         (_e(audit["source"]) + " <strong>(typed: no per-bug report committed)</strong>",
+                          audit["source"], "neutral")])
     out.append(_table(["audit", "part", "caught among number-moving bugs", "share", "then", "source"], rows,
                       "fault-audits"))
     return "\n".join(out)
+
+
+def audit_report_sections() -> list[str]:
+    """One section per committed per-bug report: every bug, its stage, its verdict and the checks it turned false."""
+    lines: list[str] = []
+    for report in sorted(AUDIT_REPORTS.glob("*.json")) if AUDIT_REPORTS.is_dir() else []:
+        bugs = json.loads(report.read_text())["bugs"]
+        t = audit_report_tally(report)
+        rel = report.relative_to(ROOT).as_posix()
+        rows = [[(_e(b["id"]), b["id"], ""), (_e(b.get("stage", "")), b.get("stage", ""), ""),
+                 (_e(b.get("description", "")), "", ""),
+                 (_e(b.get("verdict", "")), b.get("verdict", ""), "" if b.get("verdict") == "caught" else "failed"),
+                 (_e(", ".join(b.get("checks_false") or [])), "", ""),
+                 (str(len(b.get("moved") or [])), f"{len(b.get('moved') or []):06d}", "")] for b in bugs]
+        lines += [f"(audit-{report.stem})=", f"### `{rel}`", "",
+                  f"{t['bugs']} bugs; {t['caught']} of the {t['number_moving']} that moved a reported figure were "
+                  "caught" + (f"; missed: {', '.join(t['missed'])}" if t["missed"] else "") + ". Read from the "
+                  "committed report when the book is built.", "", "```{raw} html",
+                  _table(["bug", "stage", "what it changes", "verdict", "checks turned false", "figures moved"], rows,
+                         f"audit-{report.stem}-bugs"), "```", ""]
+    return lines
 
 
 def report_markdown(rows: list[CheckRow], others: dict[str, list[str]], *, collected_with: str) -> str:
@@ -273,7 +353,8 @@ def report_markdown(rows: list[CheckRow], others: dict[str, list[str]], *, colle
              "Every check of both methods: the stage it guards and what it recomputes (from each method's check "
              "registry, `GUARDS`), whether it held on every rendered seed and on every "
              "record of every study, and the fault tests that turn it false. This page is generated by "
-             "`litrepro.trust` from the committed JSON and the test suite; nothing on it is typed.", "",
+             "`litrepro.trust` from the committed JSON and the test suite; the one typed part is the figures of "
+             "fault audits without a committed per-bug report, marked where they are shown.", "",
              "```{raw} html", "<ul class=\"litrepro-summary\">",
              f"<li>{n} checks: " + ", ".join(f"<code>{m}</code> {len(v)}" for m, v in by_method.items()) + ".</li>",
              f"<li>{n - len(no_test)} of {n} have at least one fault test; "
@@ -296,7 +377,12 @@ def report_markdown(rows: list[CheckRow], others: dict[str, list[str]], *, colle
             lines += [f"`{AUDIT_MODULES[method]}` has no `GUARDS` registry yet: every stage shows "
                       f"\"{NOT_REGISTERED}\".", ""]
         table_rows = []
+        moved = moved_by_check()
         for r in method_rows:
+            figures = moved.get(r.name)
+            moves = (", ".join(figures[:4]) + (f" and {len(figures) - 4} more" if len(figures) > 4 else "")
+                     if figures else "no audited bug broke it" if method in audited_methods()
+                     else "no per-bug audit of this method is committed")
             seeds, seeds_cls = seeds_cell(r)
             studies, studies_cls = studies_cell(r)
             faults, faults_cls = faults_cell(r)
@@ -307,10 +393,12 @@ def report_markdown(rows: list[CheckRow], others: dict[str, list[str]], *, colle
                 (_e(r.recomputes), r.recomputes, ""),
                 (_e(seeds), seeds, seeds_cls),
                 (_e(studies), studies, studies_cls),
-                (faults, f"{len(r.fault_tests):06d}", faults_cls)])
+                (faults, f"{len(r.fault_tests):06d}", faults_cls),
+                (_e(moves), f"{len(figures or []):06d}", "")])
         lines += ["```{raw} html",
                   _table(["check", "recorded in", "stage it guards", "what it recomputes", "rendered seeds",
-                          "studies (held of records)", "fault tests"], table_rows, f"checks-{method}"),
+                          "studies (held of records)", "fault tests",
+                          "figures that moved when an audited bug broke it"], table_rows, f"checks-{method}"),
                   "```", ""]
     if others:
         lines += ["## Fault tests of metrics", "",
@@ -322,8 +410,11 @@ def report_markdown(rows: list[CheckRow], others: dict[str, list[str]], *, colle
                           for k, v in sorted(others.items())], "metric-faults"),
                   "```", ""]
     lines += ["## Fault audits", "",
-              "The last recorded independent fault audits, read from `rendered/fault_audits.json`.", "",
+              "The last recorded independent fault audits, listed in `rendered/fault_audits.json`. An audit with a "
+              "committed per-bug report is recounted from it (its bugs are listed below); the others' figures are "
+              "typed from the source they name, and marked so.", "",
               "```{raw} html", audits_table(), "```", "",
+              *audit_report_sections(),
               "## How this page is made", "",
               f"The fault tests were collected with `{collected_with}`: collection only, no test runs. "
               "A test declares the checks its fault turns false with `@pytest.mark.guards(\"name\", ...)`.", ""]
