@@ -67,6 +67,13 @@ def display_full(table: pd.DataFrame) -> None:
         display(table)
 
 
+def kv_table(mapping: Mapping[str, Any], digits: int = DIGITS, column: str = "value") -> pd.DataFrame:
+    """A name -> value mapping as a one-column table (instead of a printed dict): floats through :func:`fmt` at
+    ``digits``, everything else as its ``str``."""
+    rows = {str(k): fmt(v, digits) if isinstance(v, float) else str(v) for k, v in mapping.items()}
+    return pd.DataFrame({column: list(rows.values())}, index=pd.Index(list(rows), name="name"))
+
+
 def show_source(fn: Any) -> None:
     """Print ``fn``'s source as it is in ``src/`` now (read with :func:`inspect.getsource`, never copied), under
     the file and line it starts at: the code of a mechanism beside its equation in a chapter."""
