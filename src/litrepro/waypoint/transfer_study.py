@@ -527,7 +527,8 @@ def findings(data: Mapping[str, Any]) -> list[str]:
     reach = []
     for key, level in (("u25", "25%"), ("u50", "50%")):
         r = fo[key]
-        reach.append(f"{level} after {fmt_ci(r['ci95_low'], r['ci95_high'])} updates" if not r.get("censored")
+        reach.append(f"{level} after [{math.floor(r['ci95_low'])}, {math.ceil(r['ci95_high'])}] updates"   # counts: whole, outward
+                     if not r.get("censored")
                      else f"{level} on {r['reached']} of {r['n']} seeds")
     out.append(f"Primary endpoint, final-only OPD's transfer fraction after {cfg['updates']} updates: "
                f"{fmt_ci(p['ci95_low'], p['ci95_high'])}, {verdict}; it reaches {' and '.join(reach)}.")
