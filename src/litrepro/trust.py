@@ -329,7 +329,7 @@ def audit_report_sections() -> list[str]:
         rel = report.relative_to(ROOT).as_posix()
         rows = [[(_e(b["id"]), b["id"], ""), (_e(b.get("stage", "")), b.get("stage", ""), ""),
                  (_e(b.get("description", "")), "", ""),
-                 (_e(b.get("verdict", "")), b.get("verdict", ""), "" if b.get("verdict") == "caught" else "failed"),
+                 (_e(b.get("verdict", "")), b.get("verdict", ""), "ok" if b.get("verdict") == "caught" else "bad"),
                  (_e(", ".join(b.get("checks_false") or [])), "", ""),
                  (str(len(b.get("moved") or [])), f"{len(b.get('moved') or []):06d}", "")] for b in bugs]
         lines += [f"(audit-{report.stem})=", f"### `{rel}`", "",
