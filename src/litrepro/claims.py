@@ -719,8 +719,9 @@ def check(root: Path = ROOT) -> list[str]:
             problems.append(f"{page}: registered block {name!r} is missing (add its markers)")
     for rel in notebooks(root):
         problems += scan_notebook(root, rel, values)
-    from litrepro import readback                  # the reader-side check: every printed interval and its word
-    problems += readback.check(root)
+    from litrepro import readback, recompute       # the reader-side checks: every printed interval and its word,
+    problems += readback.check(root)               # and every study summary figure recomputed from its per-seed data
+    problems += recompute.check(root)
     return problems
 
 
