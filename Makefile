@@ -18,7 +18,7 @@ export MPLBACKEND ?= Agg
 
 NBVAL := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 
-.PHONY: install reproduce test lab explore bench corpus clean effect-study rlbp-study claims dose-response rlbp-diagnosis rlbp-td-calibration rlbp-d3rlpy
+.PHONY: install reproduce test lab explore bench corpus clean effect-study rlbp-study claims dose-response rlbp-diagnosis rlbp-td-calibration rlbp-d3rlpy effect-holm
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +59,7 @@ bench: install
 # waypoint_opd: paired per-seed differences of the arms over 16 seeds (a few minutes on one core)
 effect-study: corpus
 	$(BIN)/python studies/waypoint_effect_study.py --seeds 42-57
+	$(BIN)/python -m litrepro.waypoint.effect_holm   # Holm-adjusted rows beside it (seconds; make effect-holm)
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
@@ -69,6 +70,11 @@ rlbp-study: install
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # waypoint_opd: the gate's effect at 5 teacher-RL learning rates, 16 seeds, paired CIs (a few minutes on 2 cores)
+# waypoint_opd: the effect study's Holm-adjusted intervals, from its committed JSON (seconds; no run)
+effect-holm: install
+	$(BIN)/python -m litrepro.waypoint.effect_holm
+	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
+
 dose-response: corpus
 	$(BIN)/python studies/waypoint_dose_response.py --seeds 42-57 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)

@@ -354,3 +354,16 @@ def test_frontier_gap_equivalent_rate_and_chord_errors_by_hand():
     m0, m1 = mults[k - 1], mults[k + 1]
     expected = 1.0 - (m0 * m0 + (m1 * m1 - m0 * m0) * (1.0 - m0) / (m1 - m0))     # a convex curve lies below its chords
     assert chords[1.0] == pytest.approx([expected] * 3) and expected < 0
+
+
+def test_committed_effect_holm_json_is_current():
+    """rendered/waypoint_opd/effect_holm.json is what `make effect-holm` writes from the committed effect study
+    (same sha256 of the study, same rows): a stale file fails here and says how to refresh it."""
+    from litrepro.waypoint import effect_holm
+
+    from litrepro.paths import ROOT
+
+    committed = json.loads((ROOT / effect_holm.PATH).read_text())
+    fresh = json.loads(json.dumps(effect_holm.build()))
+    assert committed["source_sha256"] == fresh["source_sha256"], "effect_holm.json is stale: run `make effect-holm`"
+    assert committed == fresh, "effect_holm.json differs from a fresh build: run `make effect-holm`"

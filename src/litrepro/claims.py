@@ -1022,7 +1022,7 @@ def opd_step_calibration(root: Path) -> str:
 def opd_effect_holm(root: Path) -> str:
     from litrepro.waypoint import effect_holm
 
-    return _bullets(effect_holm.findings(load(root, EFFECT)))
+    return _bullets(effect_holm.findings(load(root, effect_holm.PATH)))
 
 
 @block("headline-transfer", "README.md")

@@ -11,8 +11,8 @@ that some interval of the committed JSON under ``rendered/``
 
 and that the direction word printed with it ("above", "below", "higher", "lower", "no detectable difference",
 ">0", "<0") is the one that interval implies: above 0 for "above" and "higher", below 0 for "below" and "lower",
-spanning 0 for "no detectable difference". The word is the nearest one before the interval in the same clause
-(for a sentence) or the cell right after it (for a table's "reads" column).
+spanning 0 for "no detectable difference". The word is the nearest one before the interval in the same clause, after the last
+comma or semicolon (for a sentence) or the cell right after it (for a table's "reads" column).
 
 What it cannot check: which row a label names when two intervals of the JSON print the same (it accepts any
 interval that fits), counts written "k of n", and numbers that are not in an interval.
@@ -30,7 +30,7 @@ from litrepro.paths import ROOT
 
 _NUM = r"[+\-−]?\d+(?:\.\d+)?(?:[eE][+\-−]?\d+)?"
 #: ``+0.013 [+0.0078, +0.024]``, ``-45 % [-62 %, -32 %]`` or a bare ``[0.39, 0.41]``.
-INTERVAL = re.compile(rf"(?:(?P<est>{_NUM})(?P<est_pct>\s?%)?\s+\(?)?\[(?P<lo>{_NUM})(?P<lo_pct>\s?%)?,\s*(?P<hi>{_NUM})(?P<hi_pct>\s?%)?\]")
+INTERVAL = re.compile(rf"(?:(?<![\w.])(?P<est>{_NUM})(?P<est_pct>\s?%)?\s+\(?)?\[(?P<lo>{_NUM})(?P<lo_pct>\s?%)?,\s*(?P<hi>{_NUM})(?P<hi_pct>\s?%)?\]")
 WORDS = {"above": ">0", "higher": ">0", ">0": ">0", "below": "<0", "lower": "<0", "<0": "<0",
          "no detectable difference": "0"}
 _WORD = re.compile(r"no detectable difference|(?<![\w-])(?:above|below|higher|lower)(?![\w-])|(?<![\w.])[<>]0(?![\w.])")
@@ -51,17 +51,19 @@ def unit(text: str) -> float:
 
 
 def intervals(root: Path = ROOT) -> list[tuple[float, float, list[float], str]]:
-    """``(low, high, [estimates], where)`` of every dict with both 95% bounds (``ci95_low``, ``ci95_high``), and of
+    """``(low, high, [estimates], where)`` of every pair of bounds ``NAME_low``, ``NAME_high`` in a dict (the 95%
+    ``ci95_low``/``ci95_high``, Holm's ``holm_low``/``holm_high``, a bare ``low``/``high``), and of
     every ``NAME_ci95: [low, high]`` pair beside its estimate (a key starting ``NAME``), in every JSON under ``rendered/``."""
     out = []
 
     def walk(obj: Any, where: str) -> None:
         if isinstance(obj, dict):
-            lo, hi = obj.get("ci95_low"), obj.get("ci95_high")
-            if isinstance(lo, (int, float)) and isinstance(hi, (int, float)) and not isinstance(lo, bool):
-                est = [float(obj[k]) for k in ESTIMATES if isinstance(obj.get(k), (int, float))
-                       and not isinstance(obj.get(k), bool)]
-                out.append((float(lo), float(hi), est, where))
+            est = [float(obj[k]) for k in ESTIMATES if isinstance(obj.get(k), (int, float))
+                   and not isinstance(obj.get(k), bool)]
+            for low_key in [k for k in obj if k == "low" or k.endswith("_low")]:   # ci95_, holm_, or low/high
+                lo, hi = obj.get(low_key), obj.get(low_key[:-len("low")] + "high")
+                if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (lo, hi)):
+                    out.append((float(lo), float(hi), est, f"{where}.{low_key[:-len('low')].rstrip('_') or 'interval'}"))
             for k, v in obj.items():
                 if (k.endswith("_ci95") and isinstance(v, list) and len(v) == 2
                         and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)):
@@ -121,7 +123,7 @@ def word_for(text: str, m: re.Match, prev_end: int) -> str | None:
             cell = cells[1].strip()
             return cell if cell in WORDS else None
         return None
-    start = max(prev_end, line_start, text.rfind(";", 0, m.start()) + 1)
+    start = max(prev_end, line_start, *(text.rfind(c, 0, m.start()) + 1 for c in ";,"))
     found = list(_WORD.finditer(text, start, m.start()))
     return found[-1].group(0) if found else None
 

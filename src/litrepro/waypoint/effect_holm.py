@@ -51,11 +51,11 @@ def adjusted_rows(data: Mapping[str, Any], alpha: float = 0.05) -> list[dict[str
 
 
 def findings(data: Mapping[str, Any]) -> list[str]:
-    """How many of the study's intervals exclude 0 raw and after Holm, and the largest standardised effects of the
+    """From the committed ``effect_holm.json`` (its ``rows``) or the effect study itself: how many of the study's intervals exclude 0 raw and after Holm, and the largest standardised effects of the
     gate comparisons that stay detectable (words from the intervals; bounds rounded outward)."""
     from litrepro.stats import fmt_ci
 
-    rows = adjusted_rows(data)
+    rows = data["rows"] if "rows" in data else adjusted_rows(data)
     raw = [r for r in rows if r["raw_reads"] != "no detectable difference"]
     kept = [r for r in rows if r["holm_reads"] != "no detectable difference"]
     out = [f"Of the effect study's {len(rows)} paired intervals, {len(raw)} exclude 0 on their own and {len(kept)} "
@@ -73,3 +73,35 @@ def findings(data: Mapping[str, Any]) -> list[str]:
                        f"{big['student_start']}, {big['teacher_rl_rollouts']} rollouts), is d_z {big['effect_size_dz']:+.2g} "
                        f"but {big['in_comparator_sds']:+.2g} between-seed SDs of the comparator.")
     return out
+
+
+EFFECT = "rendered/waypoint_opd/effect_study.json"
+PATH = "rendered/waypoint_opd/effect_holm.json"
+
+
+def build(root=None) -> dict[str, Any]:
+    """The JSON ``make effect-holm`` commits: every adjusted row, and the sha256 of the effect study it reads, so
+    that a test can tell when it is stale (and the reader-side check can read the Holm bounds it prints)."""
+    import hashlib
+    import json
+    from pathlib import Path
+
+    from litrepro.paths import ROOT
+
+    path = Path(root or ROOT) / EFFECT
+    return {"source": EFFECT, "source_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "alpha": 0.05, "rows": adjusted_rows(json.loads(path.read_text()))}
+
+
+def main() -> int:
+    """Write ``rendered/waypoint_opd/effect_holm.json`` atomically (seconds: it reads the committed study only)."""
+    from litrepro import atomic
+    from litrepro.paths import ROOT
+
+    atomic.write_json(ROOT / PATH, build())
+    print(f"wrote {PATH}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

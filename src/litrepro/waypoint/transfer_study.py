@@ -642,8 +642,10 @@ def plot(data: Mapping[str, Any]):
         ax_gap.errorbar([g["mean"]], [i], xerr=[[g["mean"] - g["ci95_low"]], [g["ci95_high"] - g["mean"]]], fmt="o",
                         color="C3" if filled else "0.3", mfc="C3" if filled else "white", capsize=3)
     ax_gap.axvline(0, color="k", lw=0.8)
-    ax_gap.set_yticks(y, [_words(r["arm"]) for r in rows], fontsize=7)
-    ax_gap.set_xlabel("NLL change minus the frontier's at the same transfer", fontsize=9)
+    import textwrap
+
+    ax_gap.set_yticks(y, [textwrap.fill(_words(r["arm"]), 26) for r in rows], fontsize=7)
+    ax_gap.set_xlabel("NLL change − frontier's\n(at the same transfer)", fontsize=9)
     ax_gap.set_title("against the frontier (left of 0: beyond it)", fontsize=10)
     for ax in (ax_curve, ax_front, ax_gap):
         ax.grid(lw=0.4, alpha=0.5)
