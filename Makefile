@@ -63,31 +63,32 @@ effect-study: corpus
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
-# pinterest_rlbp: 20 seeds x 4 critic backups, the headroom and 8/16 logged days, paired CIs (about 15 min on 2 cores)
+# pinterest_rlbp: 20 seeds x 4 critic backups, the headroom and 8/16 logged days, paired CIs (208 s on 2 cores, measured)
 rlbp-study: install
 	$(BIN)/python studies/rlbp_policy_study.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
-# waypoint_opd: the gate's effect at 5 teacher-RL learning rates, 16 seeds, paired CIs (a few minutes on 2 cores)
 # waypoint_opd: the effect study's Holm-adjusted intervals, from its committed JSON (seconds; no run)
 effect-holm: install
 	$(BIN)/python -m litrepro.waypoint.effect_holm
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
+# waypoint_opd: the gate's effect at 5 teacher-RL learning rates, 16 seeds, paired CIs (a few minutes on 2 cores)
 dose-response: corpus
 	$(BIN)/python studies/waypoint_dose_response.py --seeds 42-57 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # pinterest_rlbp: the learned bidder against the critic's budget (4 backups x 5 budgets), a convergence rule, data scaling
-# and three baselines, 20 seeds; resumable (build/rlbp_budget/); prints its cost first (about 40 min on 2 cores)
+# and three baselines, 20 seeds; resumable (build/rlbp_budget/); prints its cost first (1510 s for 12 seeds on 2 cores,
+# measured: about 42 min for all 20)
 .PHONY: rlbp-budget
 rlbp-budget: install
 	$(BIN)/python studies/rlbp_budget.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # waypoint_opd: the transfer regime, 14 arms x 240 updates, learning curves and the learning-rate frontier, 16 seeds
-# (prints its expected cost first; about 8 min on 2 cores)
+# (prints its expected cost first; 559 s on 2 cores, measured)
 .PHONY: waypoint-transfer
 waypoint-transfer: corpus
 	$(BIN)/python studies/waypoint_transfer.py --seeds 42-57 --jobs 2
@@ -102,21 +103,22 @@ waypoint-opd-calibration: corpus
 waypoint-curriculum: corpus
 	$(BIN)/python studies/waypoint_curriculum.py --seeds 42-57 --jobs 2
 
-# pinterest_rlbp: placebo, operator and one-factor ablations at the seed's budget, 20 seeds, paired CIs (about 10 min on 2 cores)
+# pinterest_rlbp: placebo, operator and one-factor ablations at the seed's budget, 20 seeds, paired CIs (458 s on 2 cores, measured)
 rlbp-diagnosis: install
 	$(BIN)/python studies/rlbp_diagnosis.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
-# pinterest_rlbp: why our held-out TD losses differ from the seed's (units; relaxation vs Adam), 20 seeds (about 2 min on 2 cores)
+# pinterest_rlbp: why our held-out TD losses differ from the seed's (units; relaxation vs Adam), 20 seeds (52 s on 2 cores, measured)
 rlbp-td-calibration: install
 	$(BIN)/python studies/rlbp_td_calibration.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # pinterest_rlbp: d3rlpy's DoubleDQN, DiscreteCQL and DiscreteBCQ on the exported logged transitions, evaluated in the
-# simulator's truth at 600, 3000 and 6000 steps, 20 seeds, paired CIs (about 12 min on 2 cores; prints its cost).
-# d3rlpy comes with the test extra (`make install`); the results are not in a claims block.
+# simulator's truth at 600, 3000 and 6000 steps, 20 seeds, paired CIs (522 s on 2 cores, measured; prints its cost).
+# d3rlpy comes with the test extra (`make install`); the results are in the rlbp-d3rlpy claims block.
 rlbp-d3rlpy: install
 	$(BIN)/python studies/rlbp_d3rlpy.py --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info
