@@ -190,7 +190,11 @@ def test_waypoint_registry_covers_exactly_its_checks():
 
     recorded = rendered_check_names()["waypoint_opd"]
     studied = set(trust.study_tallies("waypoint_opd", ARM_CHECKS))
-    assert recorded | studied == set(GUARDS)
+    # the curriculum study is built but its output is not committed (it refused: docs/waypoint_opd.md, "A teacher
+    # that forgets"); its checks are registered and recorded nowhere until it is
+    unreported = {k for k, (stage, _) in GUARDS.items() if stage == "curriculum RL"}
+    assert not (RENDERED / "waypoint_opd" / "curriculum_study.json").exists() or unreported <= studied
+    assert recorded | studied | unreported == set(GUARDS)
     assert set(ARM_CHECKS.values()) <= set(GUARDS)
     assert all(stage and line for stage, line in GUARDS.values())
 

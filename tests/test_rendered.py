@@ -95,8 +95,12 @@ def test_no_rendered_notebook_says_a_committed_study_is_missing_or_crashed(path)
 
 
 def test_summary_html_says_no_committed_study_is_missing():
+    import re
+
     text = (RENDERED / "summary.html").read_text(encoding="utf-8")
-    assert not [w for w in MISSING_OR_CRASHED if w in text]
+    outputs = re.sub(r'<div class="highlight[^"]*">.*?</div>', "", text, flags=re.S)   # the code cells' source
+    assert outputs.count("jp-OutputArea") > 0 and len(outputs) < len(text)
+    assert not [w for w in MISSING_OR_CRASHED if w in outputs]
 
 
 def test_study_findings_resolve_a_relative_path_from_the_repository_root(tmp_path, monkeypatch):

@@ -263,7 +263,9 @@ def test_findings_words_follow_the_intervals(clean):
     fake = {"nll_gap_to_frontier": {"ci95_low": -0.2, "ci95_high": -0.1}}
     assert transfer_study.frontier_words(fake) == "beyond the best final-only learning rate"
     fake["nll_gap_to_frontier"] = {"ci95_low": -0.2, "ci95_high": 0.1}
-    assert transfer_study.frontier_words(fake).startswith("within it")
+    assert transfer_study.frontier_words(fake).startswith("not distinguishable from it")   # spans 0: no claim either way
+    fake["nll_gap_to_frontier"] = {"ci95_low": 0.1, "ci95_high": 0.2}
+    assert transfer_study.frontier_words(fake) == "within it (behind the frontier)"
     row = {"ci95_low": 0.1, "ci95_high": 0.3, "effect_size_dz": 1.5, "in_comparator_sds": 0.4}
     assert transfer_study._reads(row).startswith("higher by [+0.10, +0.30] (d_z +1.5")
 
@@ -291,6 +293,8 @@ def test_transfer_study_is_complete_and_every_number_recomputes(data):
     key = lambda d: (d["comparison"], d["metric"])                     # noqa: E731  (the JSON sorts the arms' keys)
     again = json.loads(json.dumps(summary))
     assert sorted(again.pop("differences"), key=key) == sorted(data["differences"], key=key)
+    by_arm = lambda d: d["arm"]                                         # noqa: E731  (arm order follows the row dicts)
+    assert sorted(again.pop("frontier"), key=by_arm) == sorted(data["frontier"], key=by_arm)
     assert again == {k: data[k] for k in again}
     assert data["primary_endpoint"]["arm"] == "final_only" and data["primary_endpoint"]["metric"] == "tf_final"
 

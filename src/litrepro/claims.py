@@ -289,8 +289,9 @@ def headline_effect_study(root: Path) -> str:
             rows.append([f"{comparison.replace(' - ', ' − ')}", f"`{metric}`", prose.tally_sentence(sel)])
     head = (f"`waypoint_opd`, {e['n_seeds']} seeds per condition, {len(e['teachers_pretrain_lr'])} teachers × "
             f"{len(e['student_starts'])} student starts × {len(e['teacher_rl_rollouts'])} RL noise levels "
-            f"(`rendered/waypoint_opd/effect_study.json`). Each cell counts the conditions whose paired 95% interval "
-            f"lies above 0 (higher), below 0 (lower) or spans 0. Lower NLL is better; parity is the teacher's RL reward. "
+            f"(`rendered/waypoint_opd/effect_study.json`). Each cell counts the conditions whose paired 95% interval, "
+            f"unadjusted for the number of intervals, lies above 0 (higher), below 0 (lower) or spans 0 (Holm-adjusted "
+            f"counts are in [docs/waypoint_opd.md](docs/waypoint_opd.md#holms-adjustment-of-the-effect-study)). Lower NLL is better; parity is the teacher's RL reward. "
             f"Every row is in [docs/waypoint_opd.md](docs/waypoint_opd.md#every-effect-study-row).")
     return head + "\n\n" + _table(["difference", "metric", "conditions"], rows)
 
@@ -345,7 +346,12 @@ def rlbp_backups(root: Path) -> str:
                 prose.direction(s["learned_minus_fixed"])] for s in b["scaling"]]
     room = [_row_line(r, r["comparison"].replace(" - ", " − ")) for r in b["headroom"]["oracle_minus_fixed"]]
     return "\n".join([
-        f"{b['n_seeds']} seeds (`rendered/pinterest_rlbp/backup_study.json`); paired 95% t intervals, bounds rounded outward.",
+        f"{b['n_seeds']} seeds (`rendered/pinterest_rlbp/backup_study.json`), every critic at the seed's "
+        f"{b['provenance']['parameters']['critic_steps']} critic steps (the budget study varies them); paired 95% t "
+        "intervals, bounds rounded outward."
+        + ("" if not b.get("refused_arms") else " Refused, with no interval written (a check failed on a seed): "
+           + "; ".join(f"`{arm}` on seed(s) " + ", ".join(f"{seed} ({', '.join(checks)})" for seed, checks in sorted(v.items()))
+                       for arm, v in sorted(b["refused_arms"].items())) + "."),
         "", "**Headroom** (oracles that know more than the fixed gain, on the same evaluation days):", "",
         _table(["difference (true value)", "estimate", "reads"], room), "",
         "**Backups** against the fixed gain:", "",
@@ -360,7 +366,8 @@ def rlbp_policy_comparison(root: Path) -> str:
     p = load(root, "rendered/pinterest_rlbp/policy_comparison.json")
     rows = [[r["comparison"].replace(" - ", " − "), f"`{r['metric']}`", prose.estimate(r), prose.direction(r)]
             for r in p["comparisons"]]
-    return (f"`{p['backup']}` backup, {p['n_seeds']} seeds (`rendered/pinterest_rlbp/policy_comparison.json`).\n\n"
+    return (f"`{p['backup']}` backup at the seed's {p['provenance']['parameters']['critic_steps']} critic steps (the "
+            f"budget study varies them), {p['n_seeds']} seeds (`rendered/pinterest_rlbp/policy_comparison.json`).\n\n"
             + _table(["difference", "metric", "estimate", "reads"], rows))
 
 
@@ -899,7 +906,7 @@ def _budget_headline_table(data: dict) -> str:
         c = next(x for x in s["converged"] if x["backup"] == b)
         picks = sorted(c["picks"].values())
         rows.append([f"`{b}`", f"{bs.SEED_BUDGET} (the seed's)", *cells(g)])
-        rows.append([f"`{b}`", f"converged ({picks[0]}–{picks[-1]})", *cells(c)])
+        rows.append([f"`{b}`", f"TD rule ({picks[0]}–{picks[-1]})", *cells(c)])
     return _table(["critic backup", "critic steps", "− untuned default", "reads", "− offline-tuned constant", "reads",
                    "− best constant in hindsight", "reads"], rows)
 
@@ -909,13 +916,17 @@ def headline_budget(root: Path) -> str:
     data = load(root, BUDGET)
     s = data["summary"]
     t = s["tuned_constant"]
+    top = max(data["arms"]["budgets"])
+    at_top = sum(v == top for v in next(c for c in s["converged"] if c["backup"] == "max_min")["picks"].values())
     return "\n".join([
         f"`pinterest_rlbp`, {data['n_seeds']} seeds, the learned bidder against three baselines (`{BUDGET}`): the untuned "
         "default (the fixed gain, action 4, the grid's centre), a constant tuned offline from the logged data by fitted-Q "
         f"evaluation (it picks the best constant in hindsight on {prose.count(t['picks_best'], data['n_seeds'], 'seeds')}), "
-        f"and the best constant in hindsight (an upper bound from the simulator). \"Converged\" is the budget, of "
+        f"and the best constant action in hindsight (an oracle among constant policies, from the simulator; the "
+        "per-campaign oracle is higher). \"TD rule\" is the budget, of "
         f"{min(data['arms']['budgets'])} to {max(data['arms']['budgets'])} critic steps, with the lowest held-out TD loss on "
-        "the logged data, per seed. Paired 95% t intervals, bounds "
+        f"the logged data, per seed; for `max_min` it is the largest budget tried on {at_top} of {data['n_seeds']} seeds, "
+        "so it marks the best budget tried, not a shown convergence. Paired 95% t intervals, bounds "
         "rounded outward; `max_min` is the seed's backup, the others, the budgets, the rule and the tuned constant are our "
         "reconstructions.", "",
         _budget_headline_table(data), "",
@@ -1055,7 +1066,7 @@ def headline_glance(root: Path) -> str:
             raise ClaimsError(f"headline-glance: no finding starting {start!r} (the study's findings changed shape)")
         return found[0]
 
-    return _bullets([
+    return "Every study design, budget, baseline and arm below is our reconstruction; the seed files record component-level runs only.\n\n" + _bullets([
         "`pinterest_rlbp`, the learned bidder: " + pick(budget, "At the budget the convergence rule picks"),
         "`waypoint_opd`, distillation: " + pick(transfer, "Primary endpoint"),
         "`waypoint_opd`, the gate: " + pick(transfer, "Against the final-only learning-rate frontier", "the waypoint gate is")])

@@ -68,6 +68,9 @@ def rlbp_backup_findings(path: Path | str = BACKUP_STUDY) -> list[str]:
     for s in study["scaling"]:
         out.append(prose.compare(s["learned_minus_fixed"], f"learned ({s['backup']}, {s['logged_days']} logged days)",
                                  "fixed gain", measure="true value"))
+    for arm, seeds in sorted(study.get("refused_arms", {}).items()):
+        out.append(f"refused, no interval written: the {arm} backup, whose checks failed on seed(s) "
+                   + ", ".join(f"{seed} ({', '.join(checks)})" for seed, checks in sorted(seeds.items())))
     return out
 
 

@@ -332,11 +332,11 @@ def audit_report_sections() -> list[str]:
                  (_e(b.get("verdict", "")), b.get("verdict", ""), "ok" if b.get("verdict") == "caught" else "bad"),
                  (_e(", ".join(b.get("checks_false") or [])), "", ""),
                  (str(len(b.get("moved") or [])), f"{len(b.get('moved') or []):06d}", "")] for b in bugs]
-        lines += [f"(audit-{report.stem})=", f"### `{rel}`", "",
+        lines += [f"### `{rel}`", "",
                   f"{t['bugs']} bugs; {t['caught']} of the {t['number_moving']} that moved a reported figure were "
                   "caught" + (f"; missed: {', '.join(t['missed'])}" if t["missed"] else "") + ". Read from the "
                   "committed report when the book is built.", "", "```{raw} html",
-                  _table(["bug", "stage", "what it changes", "verdict", "checks turned false", "figures moved"], rows,
+                  f'<span id="audit-{_e(report.stem)}"></span>' + _table(["bug", "stage", "what it changes", "verdict", "checks turned false", "figures moved"], rows,
                          f"audit-{report.stem}-bugs"), "```", ""]
     return lines
 

@@ -880,7 +880,7 @@ def truth_finding(data: Mapping[str, Any]) -> str | None:
         share = truth["share_of_headroom"]
         return (what + f"{_words(truth['minus_fixed_gain'], 'the fixed gain')}, a share "
                 f"{fmt_ci(share['ci95_low'], share['ci95_high'])} of the best constant action's headroom: given such "
-                "targets, the actor, the network and the logged states can find it. The arm changes the horizon, the "
+                "targets, the actor, the network and the logged states recover most of it. The arm changes the horizon, the "
                 "discount, bootstrapping and the continuation at once, so it does not say which part of the targets "
                 "is at fault.")
     return (what + f"{_words(truth['minus_fixed_gain'], 'the fixed gain')}: this arm does not tell whether the "
@@ -947,6 +947,11 @@ def findings(data: Mapping[str, Any]) -> list[str]:
         detail = "; ".join(f"{f['arm']} is {_words(f['minus_fixed_gain'], 'the fixed gain')} and "
                            f"{_words(f['minus_max_min'], 'max_min')}" for f in fixes)
         caveat = f" Caveat: {confound}, so it supports only their combination." if confound else ""
+        within = [f["arm"] for f in fixes if placebo is not None and f["arm"] != "placebo"
+                  and 0 < f["minus_max_min"]["ci95_low"] <= placebo["minus_max_min"]["ci95_high"]]
+        if within:
+            caveat += (f" {', '.join(within)} above max_min by an interval whose lower end lies within the placebo's "
+                       "(a reseeded max_min), so that gain is not shown to exceed what retraining alone moves.")
         out.append(f"Changing {label} {effect[cause_verdict(fixes)]}: {detail}.{caveat}")
     if len(tried) > 1 and all(f["minus_max_min"]["ci95_low"] > 0 for f in tried):
         out.append("Every arm tried improves on max_min, so these arms do not single out one cause"

@@ -279,7 +279,8 @@ def findings(data: Mapping[str, Any]) -> list[str]:
                f"{_words(seed_row['minus_tuned_constant'], 'the offline-tuned constant')} and "
                f"{_words(seed_row['minus_best_constant'], 'the best constant in hindsight')}.")
     out.append(f"At the budget the convergence rule picks from logged data (held-out TD loss; {picks[0]} to {picks[-1]} "
-               f"steps over the seeds, {max(BUDGETS)} on {sum(x == max(BUDGETS) for x in picks)} of {n}), it is {_words(conv['minus_fixed_gain'], 'the untuned default')}, "
+               f"steps over the seeds, {max(BUDGETS)}, the largest tried, on {sum(x == max(BUDGETS) for x in picks)} of {n}: "
+               f"the best budget tried, not a shown convergence), it is {_words(conv['minus_fixed_gain'], 'the untuned default')}, "
                f"{_words(conv['minus_tuned_constant'], 'the offline-tuned constant')} and "
                f"{_words(conv['minus_best_constant'], 'the best constant in hindsight')}.")
     top = max(BUDGETS)

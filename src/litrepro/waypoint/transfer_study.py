@@ -488,13 +488,14 @@ def _reads(row: Mapping[str, Any], up: str = "higher", down: str = "lower") -> s
 
 
 def frontier_words(row: Mapping[str, Any]) -> str:
-    """``beyond the best final-only learning rate`` when the NLL gap's interval lies below 0, else ``within it``."""
+    """``beyond the best final-only learning rate`` when the NLL gap's interval lies below 0, ``within it (behind the
+    frontier)`` above 0, else ``not distinguishable from it``."""
     gap = row["nll_gap_to_frontier"]
     if gap["ci95_high"] < 0:
         return "beyond the best final-only learning rate"
     if gap["ci95_low"] > 0:
         return "within it (behind the frontier)"
-    return "within it (on the frontier)"
+    return "not distinguishable from it (the interval spans 0, so it is not shown to lie on the frontier either)"
 
 
 def findings(data: Mapping[str, Any]) -> list[str]:
