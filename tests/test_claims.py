@@ -50,13 +50,13 @@ def test_every_registered_block_is_on_its_page():
 
 @pytest.mark.parametrize("rel, change, page", [
     ("rendered/pinterest_rlbp/backup_study.json",
-     lambda d: d["headroom"]["oracle_minus_fixed"][0].update(mean_difference=0.04847), "README.md"),
+     lambda d: d["headroom"]["oracle_minus_fixed"][0].update(mean_difference=0.04847), "docs/findings.md"),
     ("rendered/pinterest_rlbp/backup_study.json",
-     lambda d: d["backups"][-1]["learned_minus_fixed"].update(ci95_low=0.0001), "README.md"),
+     lambda d: d["backups"][-1]["learned_minus_fixed"].update(ci95_low=0.0001), "docs/findings.md"),
     ("rendered/pinterest_rlbp/diagnosis.json",
-     lambda d: d["summary"]["arms"][1]["minus_fixed_gain"].update(ci95_low=-0.01), "README.md"),
+     lambda d: d["summary"]["arms"][1]["minus_fixed_gain"].update(ci95_low=-0.01), "docs/findings.md"),
     ("rendered/pinterest_rlbp/td_calibration.json",
-     lambda d: d["calibration_table"][0].update(z_explained=2.5), "README.md"),
+     lambda d: d["calibration_table"][0].update(z_explained=2.5), "docs/findings.md"),
     ("rendered/waypoint_opd/dose_response.json",
      lambda d: d["differences"][0].update(ci95_low=-1.0), "docs/waypoint_opd.md"),
     ("rendered/pinterest_rlbp/policy_comparison.json",
@@ -126,7 +126,7 @@ def test_check_fails_on_an_edited_block(tree):
     """One digit changed inside a generated block (here the first decimal of the rlbp study's block) is refused."""
     import re
 
-    readme = tree / "README.md"
+    readme = tree / "docs" / "findings.md"
     text = readme.read_text()
     start = text.index(claims.BEGIN.format(name="headline-rlbp-study"))
     m = re.compile(r"\d\.\d+").search(text, start)
@@ -134,8 +134,8 @@ def test_check_fails_on_an_edited_block(tree):
     edited = text[:digit] + str((int(text[digit]) + 1) % 10) + text[digit + 1:]
     readme.write_text(edited)
     problems = claims.check(tree)             # the block comparison, and the readback of the printed interval
-    assert problems[0].startswith("README.md: block 'headline-rlbp-study' differs"), problems
-    assert all(p.startswith("README.md: block 'headline-rlbp-study'") for p in problems), problems
+    assert problems[0].startswith("docs/findings.md: block 'headline-rlbp-study' differs"), problems
+    assert all(p.startswith("docs/findings.md: block 'headline-rlbp-study'") for p in problems), problems
 
 
 def test_a_missing_or_unknown_block_is_reported(tree):

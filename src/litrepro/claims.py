@@ -229,7 +229,7 @@ def _backup_row(b: dict) -> list[str]:
             prose.estimate(b["learned_minus_best_per_kind"])]
 
 
-@block("headline-rlbp-study", "README.md")
+@block("headline-rlbp-study", "docs/findings.md")
 def headline_rlbp_study(root: Path) -> str:
     """The 20-seed backup study in four sentences and one table."""
     b = load(root, "rendered/pinterest_rlbp/backup_study.json")
@@ -275,7 +275,7 @@ def _effect_groups(rows: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
     return groups
 
 
-@block("headline-effect-study", "README.md")
+@block("headline-effect-study", "docs/findings.md")
 def headline_effect_study(root: Path) -> str:
     """The effect study as tallies: per comparison and metric, how many conditions lie above, below or span 0."""
     e = load(root, "rendered/waypoint_opd/effect_study.json")
@@ -291,8 +291,8 @@ def headline_effect_study(root: Path) -> str:
             f"{len(e['student_starts'])} student starts × {len(e['teacher_rl_rollouts'])} RL noise levels "
             f"(`rendered/waypoint_opd/effect_study.json`). Each cell counts the conditions whose paired 95% interval, "
             f"unadjusted for the number of intervals, lies above 0 (higher), below 0 (lower) or spans 0 (Holm-adjusted "
-            f"counts are in [docs/waypoint_opd.md](docs/waypoint_opd.md#holms-adjustment-of-the-effect-study)). Lower NLL is better; parity is the teacher's RL reward. "
-            f"Every row is in [docs/waypoint_opd.md](docs/waypoint_opd.md#every-effect-study-row).")
+            f"counts are in [docs/waypoint_opd.md](waypoint_opd.md#holms-adjustment-of-the-effect-study)). Lower NLL is better; parity is the teacher's RL reward. "
+            f"Every row is in [docs/waypoint_opd.md](waypoint_opd.md#every-effect-study-row).")
     return head + "\n\n" + _table(["difference", "metric", "conditions"], rows)
 
 
@@ -860,7 +860,7 @@ def _td_table(data: dict) -> str:
     return _table(["figure", "recorded", "ours", "z as is", "explaining arm", "ours under it", "z under it"], rows)
 
 
-@block("headline-why", "README.md")
+@block("headline-why", "docs/findings.md")
 def headline_why(root: Path) -> str:
     diag, dose, td = load(root, DIAGNOSIS), load(root, DOSE_RESPONSE), load(root, TD_CALIBRATION)
     from litrepro.rlbp import diagnosis
