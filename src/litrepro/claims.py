@@ -955,6 +955,26 @@ def rlbp_d3rlpy(root: Path) -> str:
     return _bullets(rlbp_d3rlpy.findings(load(root, "rendered/pinterest_rlbp/d3rlpy_crosscheck.json")))
 
 
+@block("rlbp-contextual", "docs/pinterest_rlbp.md")
+def rlbp_contextual(root: Path) -> str:
+    from litrepro.contextual import study as cs
+
+    data = load(root, "rendered/pinterest_rlbp/contextual_study.json")
+    s = data["summary"]
+    rows = [[cs._label(c["arm"]), cs._label(c["baseline"]), prose.estimate(c)]
+            for c in s["comparisons"].values()]
+    table = _table(["arm", "baseline", "paired difference, 95% CI"], rows)
+    ope_rows = [[cs.ESTIMATOR_LABELS[e], prose.value(s["ope"][e]["bias"]["learned"]["mean"]),
+                 f"{s['ope'][e]['coverage']['k']} of {s['ope'][e]['coverage']['n']}",
+                 f"{s['ope'][e]['ranks_three']['k']} of {s['ope'][e]['ranks_three']['n']}",
+                 f"{s['ope'][e]['picks_best_constant']['k']} of {s['ope'][e]['picks_best_constant']['n']}",
+                 prose.value(s["ope"][e]["pick_regret"]["mean"])] for e in cs.ESTIMATORS]
+    ope_table = _table(["estimator", "bias on the learned bidder", "intervals covering the truth",
+                        "seeds ranked in the truth's order", "seeds picking the best constant",
+                        "mean regret of its pick"], ope_rows)
+    return table + "\n\n" + ope_table + "\n\n" + _bullets(cs.findings(data))
+
+
 @block("rlbp-ablation", "docs/pinterest_rlbp.md")
 def rlbp_ablation(root: Path) -> str:
     from litrepro.rlbp import diagnosis
