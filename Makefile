@@ -117,7 +117,7 @@ rlbp-td-calibration: install
 # simulator's truth at 600, 3000 and 6000 steps, 20 seeds, paired CIs (522 s on 2 cores, measured; prints its cost).
 # d3rlpy comes with the test extra (`make install`); the results are in the rlbp-d3rlpy claims block.
 # The contextual market (issue 29, our reconstruction): oracles, the learned bidder and six off-policy estimators.
-# Measured: 175 s wall, 348 CPU-s on 2 cores (20 seeds); the script prints its cost.
+# Measured: 190 s wall, 377 CPU-s on 2 cores (20 seeds); the script prints its cost.
 rlbp-contextual: install
 	$(BIN)/python studies/rlbp_contextual.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)

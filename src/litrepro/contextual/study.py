@@ -320,13 +320,12 @@ def score_estimators(rows: Sequence[Mapping[str, Any]], settings: StudySettings)
 
 
 def _plain_ci(d: list[float]) -> tuple[int, float, float, float]:
-    from scipy import stats as sps
+    """(n, mean, low, high) of the 95% t interval by :func:`litrepro.recompute.t_interval` (plain loops,
+    written apart from :mod:`litrepro.stats`)."""
+    from litrepro.recompute import t_interval
 
-    n = len(d)
-    mean = sum(d) / n
-    var = sum((x - mean) ** 2 for x in d) / (n - 1) if n > 1 else 0.0
-    half = sps.t.ppf(0.975, n - 1) * math.sqrt(var / n) if var > 0 else 0.0
-    return n, mean, mean - half, mean + half
+    t = t_interval(d)
+    return t["n"], t["mean"], t["low"], t["high"]
 
 
 def check_intervals(rows: Sequence[Mapping[str, Any]], summary: Mapping[str, Any],
