@@ -146,13 +146,41 @@ ERROR_JS = """(() => Array.from(document.querySelectorAll(
     .map(e => e.innerText).filter(t => t.trim().length > 0))"""
 
 
-def open_explorer(page, base: str, notebook: str, token: str = "", timeout_s: float = 180) -> float:
-    """Load an explorer under Voila (with the server's ``token``); returns seconds until its first picture is shown."""
-    start = time.perf_counter()
-    page.goto(f"{base}/voila/render/{notebook}" + (f"?token={token}" if token else ""), timeout=timeout_s * 1000,
-              wait_until="domcontentloaded")                  # the picture below is what counts as shown
-    page.wait_for_selector(PICTURE_IMG, timeout=timeout_s * 1000)
-    return time.perf_counter() - start
+def log_tail(log: Path, chars: int = 4000) -> str:
+    """The end of a server's log, for a failure message."""
+    try:
+        return log.read_text(errors="replace")[-chars:]
+    except OSError as err:
+        return f"(no log: {err})"
+
+
+def open_explorer(page, base: str, notebook: str, token: str = "", timeout_s: float = 120,
+                  log: Path | None = None, tries: int = 2) -> float:
+    """Load an explorer under Voila (with the server's ``token``); returns seconds until its first picture is shown.
+
+    A first view takes about 10 s here.  On CI a Voila render has once hung past 180 s (stop 37:
+    no picture, no error), so a load that times out is tried once more in a fresh page view, which
+    starts a new kernel; ``page.load_retries`` counts such retries.  The second timeout fails with
+    the server's log attached.  What is asserted afterwards (a picture, a redraw, no error) is unchanged.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page.load_retries = 0
+    url = f"{base}/voila/render/{notebook}" + (f"?token={token}" if token else "")
+    for attempt in range(1, tries + 1):
+        start = time.perf_counter()
+        try:
+            page.goto(url, timeout=timeout_s * 1000, wait_until="domcontentloaded")   # the picture is what counts
+            page.wait_for_selector(PICTURE_IMG, timeout=timeout_s * 1000)
+            return time.perf_counter() - start
+        except PlaywrightTimeout as err:
+            if attempt == tries:
+                tail = log_tail(log) if log is not None else "(no log given)"
+                raise AssertionError(f"{notebook}: no picture within {timeout_s:.0f} s on each of {tries} tries ({err})\n"
+                                     f"--- server log tail ---\n{tail}") from err
+            page.load_retries += 1
+            print(f"\n{notebook}: no picture within {timeout_s:.0f} s; trying once more")
+    raise AssertionError("unreachable")
 
 
 def choose(page, label: str, option: str, timeout_s: float = 60) -> float:
@@ -189,8 +217,11 @@ def run_all_in_lab(page, base: str, notebook: str, timeout_s: float = 600) -> No
     page.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)          # the kernel is ready
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
+    # Started: a cell is running or queued, or one already shows an execution count.  A cell that
+    # runs in milliseconds can go from [*] to [1] between two polls, so '*' alone is not enough.
     page.wait_for_function("""() => Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'))
-                                   .some(p => p.innerText.includes('*'))""", timeout=60_000)
+                                   .some(p => p.innerText.includes('*') || /\\[\\d+\\]/.test(p.innerText))""",
+                           timeout=60_000)
     page.wait_for_function("""() => { const prompts = Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'));
                                       return prompts.length > 0 && !prompts.some(p => p.innerText.includes('*')); }""",
                            timeout=timeout_s * 1000, polling=500)              # nothing queued or running: done or stopped

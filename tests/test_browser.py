@@ -28,7 +28,7 @@ def test_explorer_redraws_in_the_browser(voila, notebook, record_property):
     label, option = browser.EXPLORERS[notebook]
     with browser.browser() as b:
         page = browser.new_page(b)
-        first = browser.open_explorer(page, voila[0], notebook, voila[2])
+        first = browser.open_explorer(page, voila[0], notebook, voila[2], log=voila[1].parent / "voila.log")
         src, numbers = page.get_attribute(browser.PICTURE_IMG, "src"), page.inner_text(browser.NUMBERS)
         assert src.startswith("data:image/png") and numbers.startswith("seed 42")
         redraw = browser.choose(page, label, option)
@@ -40,6 +40,7 @@ def test_explorer_redraws_in_the_browser(voila, notebook, record_property):
         assert page.external == []                                                 # no request left the machine
         record_property("first_view_s", round(first, 2))
         record_property("redraw_s", round(redraw, 3))
+        record_property("load_retries", page.load_retries)
         print(f"\n{notebook}: first view {first:.1f} s, redraw after '{label}' -> '{option}' {redraw:.2f} s")
 
 
@@ -55,7 +56,7 @@ def test_an_error_in_a_redraw_is_seen(voila):
                            "Faulty()")
     with browser.browser() as b:
         page = browser.new_page(b)
-        browser.open_explorer(page, voila[0], "explore_fault.ipynb", voila[2])
+        browser.open_explorer(page, voila[0], "explore_fault.ipynb", voila[2], log=voila[1].parent / "voila.log")
         assert not browser.errors(page)
         page.locator(".widget-dropdown", has_text="campaign kind").locator("select").select_option(label="unconstrained")
         page.wait_for_function(browser.ERROR_JS + "().length > 0", timeout=60_000)
