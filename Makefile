@@ -122,6 +122,14 @@ rlbp-contextual: install
 	$(BIN)/python studies/rlbp_contextual.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
+# The backup, budget and diagnosis studies re-run in the contextual market (issue 29, our reconstruction): 4 backups
+# and a placebo x 4 critic budgets, the held-out-TD-loss rule and the baselines, 20 seeds; the script prints its
+# cost first (about 75 CPU-s per seed).
+.PHONY: rlbp-contextual-budget
+rlbp-contextual-budget: install
+	$(BIN)/python studies/rlbp_contextual_budget.py --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
+
 rlbp-d3rlpy: install
 	$(BIN)/python studies/rlbp_d3rlpy.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)

@@ -975,6 +975,26 @@ def rlbp_contextual(root: Path) -> str:
     return table + "\n\n" + ope_table + "\n\n" + _bullets(cs.findings(data))
 
 
+@block("rlbp-contextual-budget", "docs/pinterest_rlbp.md")
+def rlbp_contextual_budget(root: Path) -> str:
+    from litrepro.contextual import budget
+
+    data = load(root, "rendered/pinterest_rlbp/contextual_budget.json")
+    s, budgets = data["summary"], data["settings"]["budgets"]
+    rows = []
+    for arm in budget.ARMS:
+        for b in budgets:
+            c = s["comparisons"]
+            rows.append([f"`{arm}`", str(b), prose.value(s["heldout_td_loss"][f"{arm}_{b}"]["mean"], 3, sign=False),
+                         prose.estimate(c[f"{arm}_{b}_minus_fixed_gain"]),
+                         prose.estimate(c[f"{arm}_{b}_minus_best_constant"]),
+                         prose.estimate(c[f"{arm}_{b}_minus_max_min_{b}"]) if arm != "max_min" else "—",
+                         prose.estimate(s["state_gain"][f"{arm}_{b}"])])
+    table = _table(["arm", "critic steps", "held-out TD loss", "− fixed gain", "− best constant", "− max_min, same steps",
+                    "state-dependence gain"], rows)
+    return table + "\n\n" + _bullets(budget.findings(data))
+
+
 @block("rlbp-ablation", "docs/pinterest_rlbp.md")
 def rlbp_ablation(root: Path) -> str:
     from litrepro.rlbp import diagnosis
