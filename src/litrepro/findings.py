@@ -68,10 +68,19 @@ def rlbp_backup_findings(path: Path | str = BACKUP_STUDY) -> list[str]:
     for s in study["scaling"]:
         out.append(prose.compare(s["learned_minus_fixed"], f"learned ({s['backup']}, {s['logged_days']} logged days)",
                                  "fixed gain", measure="true value"))
-    for arm, seeds in sorted(study.get("refused_arms", {}).items()):
-        out.append(f"refused, no interval written: the {arm} backup, whose checks failed on seed(s) "
-                   + ", ".join(f"{seed} ({', '.join(checks)})" for seed, checks in sorted(seeds.items())))
-    return out
+    return out + rlbp_refused_arms(study)
+
+
+def rlbp_refused_arms(study: dict) -> list[str]:
+    """One sentence per backup the study refused (no interval written), naming the seeds and checks; or one
+    saying that none was refused."""
+    refused = study.get("refused_arms", {})
+    if not refused:
+        return ["no backup was refused: every arm's checks held on every seed"]
+    return [f"refused, no interval written: the {arm} backup, whose checks failed on seed(s) "
+            + ", ".join(f"{seed} ({', '.join(checks)})" for seed, checks in sorted(seeds.items()))
+            + "; the table above has no row for it"
+            for arm, seeds in sorted(refused.items())]
 
 
 def opd_effect_findings(path: Path | str = EFFECT_STUDY) -> list[str]:

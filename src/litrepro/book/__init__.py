@@ -290,25 +290,51 @@ def _sort_key(x: Any) -> str:
     return _fmt(x)
 
 
-#: The keys of a list element that tell it apart from its siblings, in the order they are named.
-LABEL_KEYS = ("backup", "arm", "condition", "logged_days", "critic_steps", "steps", "budget", "lambda", "lr", "seed")
+#: The keys of a list element that tell it apart from its siblings, named first and in this order.
+LABEL_KEYS = ("backup", "arm", "algo", "comparison", "metric", "teacher", "student_start", "teacher_rl_rollouts",
+              "condition", "factor", "against", "logged_days", "critic_steps", "steps", "budget", "lambda", "lr", "seed")
+
+
+def _is_interval(data: dict, where: str) -> bool:
+    """A 95% interval: ``ci95_low`` and ``ci95_high``, or (outside the per-seed records, whose estimators'
+    intervals are inputs, not results) ``low`` and ``high``, as the Holm-adjusted rows write them."""
+    if "ci95_low" in data and "ci95_high" in data:
+        return True
+    return ("low" in data and "high" in data and not where.startswith("per_seed")
+            and all(isinstance(data[k], (int, float)) and not isinstance(data[k], bool) for k in ("low", "high")))
+
+
+def _element_labels(items: list) -> list[str]:
+    """A label per list element: its :data:`LABEL_KEYS`, and, where those leave two siblings alike, every other
+    text or integer field whose value differs between siblings; an element with none is named by its index."""
+    def scalar(v):
+        return isinstance(v, (str, int)) and not isinstance(v, bool)
+
+    def label(value, keys):
+        return ",".join(f"{k}={value[k]}" for k in keys if isinstance(value, dict) and k in value and scalar(value[k]))
+
+    named = [label(v, LABEL_KEYS) for v in items]
+    if len(set(named)) < len(named):
+        extra = sorted({k for v in items if isinstance(v, dict) for k, x in v.items()
+                        if k not in LABEL_KEYS and scalar(x)})
+        varying = [k for k in extra if len({str(v.get(k)) for v in items if isinstance(v, dict)}) > 1]
+        named = [label(v, (*LABEL_KEYS, *varying)) for v in items]
+    return [n or str(i) for i, n in enumerate(named)]
 
 
 def interval_rows(data: Any, where: str = "") -> Iterator[tuple[str, dict]]:
-    """Every dict holding ``ci95_low`` and ``ci95_high`` in a study JSON, with where it sits; an interval nested
-    inside another (``by_budget.600.minus_recorded``) is a row of its own. A list element is named by all of its
-    identifying keys (:data:`LABEL_KEYS`: ``backup=max_min,logged_days=16``), else by its index."""
+    """Every interval (:func:`_is_interval`) in a study JSON, with where it sits; an interval nested inside
+    another (``by_budget.600.minus_recorded``) is a row of its own. A list element is named by its identifying
+    keys (:func:`_element_labels`: ``backup=max_min,logged_days=16``)."""
     if isinstance(data, dict):
-        if "ci95_low" in data and "ci95_high" in data:
+        if _is_interval(data, where):
             yield where, data
         for key, value in data.items():
             if isinstance(value, (dict, list)):
                 yield from interval_rows(value, f"{where}.{key}" if where else str(key))
     elif isinstance(data, list):
-        for i, value in enumerate(data):
-            keys = [f"{k}={value[k]}" for k in LABEL_KEYS if isinstance(value, dict) and k in value
-                    and not isinstance(value[k], (dict, list))]
-            yield from interval_rows(value, f"{where}[{','.join(keys) or i}]")
+        for label, value in zip(_element_labels(data), data):
+            yield from interval_rows(value, f"{where}[{label}]")
 
 
 def labelled_interval_rows(data: Any) -> list[tuple[str, dict]]:
@@ -356,9 +382,11 @@ def intervals_table(data: Any, table_id: str) -> tuple[str, int]:
     rows = []
     for where, row in found:
         mean = next((row[k] for k in ESTIMATE_KEYS if isinstance(row.get(k), (int, float))), None)
+        low, high = (row["ci95_low"], row["ci95_high"]) if "ci95_low" in row else (row["low"], row["high"])
+        verdict = stats.verdict({"ci95_low": low, "ci95_high": high})
         cells = [(html.escape(f"{mean:+.3g}" if isinstance(mean, (int, float)) else ""), _sort_key(mean)),
-                 (html.escape(stats.fmt_ci(row["ci95_low"], row["ci95_high"], sig=2)), _sort_key(row["ci95_low"])),
-                 (html.escape(stats.verdict(row)), stats.verdict(row)),
+                 (html.escape(stats.fmt_ci(low, high, sig=2)), _sort_key(low)),
+                 (html.escape(verdict), verdict),
                  (html.escape(where), where),
                  (html.escape(_fmt(row.get("comparison", ""))), _fmt(row.get("comparison", ""))),
                  (html.escape(_fmt(row.get("metric", ""))), _fmt(row.get("metric", ""))),
