@@ -992,7 +992,8 @@ def rlbp_contextual_budget(root: Path) -> str:
                          prose.estimate(s["state_gain"][f"{arm}_{b}"])])
     table = _table(["arm", "critic steps", "held-out TD loss", "− fixed gain", "− best constant", "− max_min, same steps",
                     "state-dependence gain"], rows)
-    return table + "\n\n" + _bullets(budget.findings(data))
+    contextual = load(root, "rendered/pinterest_rlbp/contextual_study.json")
+    return table + "\n\n" + _bullets(budget.findings(data, contextual))
 
 
 @block("rlbp-ablation", "docs/pinterest_rlbp.md")
@@ -1092,12 +1093,17 @@ def headline_transfer(root: Path) -> str:
 
 @block("headline-glance", "README.md")
 def headline_glance(root: Path) -> str:
-    """Three lines at the top of the front page: the learned bidder at convergence against the baselines, whether
-    distillation transfers, and the gate against the learning-rate frontier (each line a study's own finding)."""
+    """Four lines at the top of the front page: the learned bidder at convergence against the baselines, the learned
+    bidder where the best gain depends on the state, whether distillation transfers, and the gate against the
+    learning-rate frontier (each line a study's own finding)."""
     from litrepro.studies import rlbp_budget
     from litrepro.waypoint import transfer_study
 
+    from litrepro.contextual import budget as contextual_budget
+
     budget = rlbp_budget.findings(load(root, BUDGET))
+    contextual = contextual_budget.findings(load(root, "rendered/pinterest_rlbp/contextual_budget.json"),
+                                            load(root, "rendered/pinterest_rlbp/contextual_study.json"))
     transfer = transfer_study.findings(load(root, TRANSFER))
 
     def pick(lines: list[str], start: str, contains: str = "") -> str:
@@ -1108,6 +1114,8 @@ def headline_glance(root: Path) -> str:
 
     return "Every study design, budget, baseline and arm below is our reconstruction; the seed files record component-level runs only.\n\n" + _bullets([
         "`pinterest_rlbp`, the learned bidder: " + pick(budget, "At the budget the convergence rule picks"),
+        "`pinterest_rlbp` where the best gain depends on the state (the `contextual` market): "
+        + pick(contextual, "So in this market"),
         "`waypoint_opd`, distillation: " + pick(transfer, "Primary endpoint"),
         "`waypoint_opd`, the gate: " + pick(transfer, "Against the final-only learning-rate frontier", "the waypoint gate is")])
 
