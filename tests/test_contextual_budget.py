@@ -146,12 +146,29 @@ def test_the_rule_picks_the_lowest_heldout_loss_budget():
 
 def test_the_findings_take_their_words_from_the_intervals(tiny_rows):
     data = {"summary": budget.refuse_or_summarise(tiny_rows, TINY), "settings": dataclasses.asdict(TINY)}
-    row = data["summary"]["comparisons"]["placebo_60_minus_max_min_60"]
-    row.update(mean_difference=0.01, ci95_low=0.005, ci95_high=0.015)
-    assert "60 steps: it has higher true value than max_min" in " ".join(budget.findings(data))
-    row.update(ci95_low=-0.005)
-    assert "60 steps: it against max_min, true value: " + prose.NO_DIFFERENCE in " ".join(budget.findings(data))
+    c = data["summary"]["comparisons"]
+    c["placebo_60_minus_fixed_gain"].update(mean_difference=0.01, ci95_low=0.005, ci95_high=0.015)
+    assert "at 60 steps, placebo has higher true value than the fixed gain" in " ".join(budget.findings(data))
+    c["placebo_60_minus_fixed_gain"].update(ci95_low=-0.005)
+    assert "placebo against the fixed gain, true value: " + prose.NO_DIFFERENCE in " ".join(budget.findings(data))
+    for b in TINY.budgets:
+        c[f"placebo_{b}_minus_max_min_{b}"].update(mean_difference=-0.01, ci95_low=-0.015, ci95_high=-0.005)
+    assert "against max_min at equal budget: lower at 2 of the 2 budgets" in " ".join(budget.findings(data))
     assert budget.plot(data) is not None
+
+
+def test_the_reading_against_the_state_dependent_oracle_needs_the_bounds_apart(tiny_rows):
+    """The closing sentence is written only when the learned bidder's upper bound over the best constant lies
+    below the table policy's lower bound; its two numbers are those bounds, rounded outward."""
+    data = {"summary": budget.refuse_or_summarise(tiny_rows, TINY), "settings": dataclasses.asdict(TINY)}
+    top = data["summary"]["comparisons"]["max_min_60_minus_best_constant"]
+    top.update(mean_difference=0.0, ci95_low=-0.0049, ci95_high=0.00451)
+    contextual = {"summary": {"comparisons": {"campaign_table_minus_best_constant": {
+        "mean_difference": 0.043, "ci95_low": 0.0409, "ci95_high": 0.045}}}}
+    text = budget.findings(data, contextual)[-1]
+    assert text.startswith("So in this market") and "at most +0.0046" in text and "the +0.040 that" in text
+    contextual["summary"]["comparisons"]["campaign_table_minus_best_constant"]["ci95_low"] = 0.004
+    assert not budget.findings(data, contextual)[-1].startswith("So in this market")
 
 
 def test_the_study_script_refuses_bad_seeds_in_one_line(capsys):

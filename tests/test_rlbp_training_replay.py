@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 
-import pytest
 import torch
 
 from litrepro.rlbp import critic as critic_mod
@@ -77,7 +76,6 @@ def test_the_critic_is_trained_on_targets_from_its_target_network():
     assert replay_matches(world, data, critic, report)
 
 
-@pytest.mark.guards("critic_training_replays")
 def test_training_targets_from_the_online_critic_are_caught(monkeypatch):
     """The audit's bug: the training losses bootstrap from the online critic (the target is passed and synced,
     but unused); losses computed without gradients, as every post-training check computes them, are untouched."""
@@ -90,7 +88,6 @@ def test_training_targets_from_the_online_critic_are_caught(monkeypatch):
     assert not replay_matches(world, data, critic, report)
 
 
-@pytest.mark.guards("critic_training_replays")
 def test_a_target_synced_every_step_is_caught(monkeypatch):
     monkeypatch.setattr(ex, "train_critic", _every_step(ex.train_critic))
     world, data, critic, report = pipeline_fit()

@@ -107,7 +107,6 @@ def _gap_of_the_last_step(original):
 _LAST_GAP: list[float] = []
 
 
-@pytest.mark.guards("reported_aggregates_recompute")
 @pytest.mark.parametrize("fault", ["arm mean gate from the last step", "on-policy gap of the last step",
                                    "surrogate check on the distilled student"])
 def test_each_audit_bug_is_caught(corpus_path, monkeypatch, fault):
