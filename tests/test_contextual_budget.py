@@ -12,6 +12,8 @@ import dataclasses
 import pytest
 import torch
 
+import study_scripts
+
 from litrepro import prose
 from litrepro.contextual import budget, oracle
 from litrepro.contextual import study as cs
@@ -172,17 +174,7 @@ def test_the_reading_against_the_state_dependent_oracle_needs_the_bounds_apart(t
 
 
 def test_the_study_script_refuses_bad_seeds_in_one_line(capsys):
-    import importlib.util
-
-    from litrepro.paths import ROOT
-
-    spec = importlib.util.spec_from_file_location("rlbp_contextual_budget", ROOT / "studies" / "rlbp_contextual_budget.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    with pytest.raises(SystemExit) as err:
-        script.main(["--seeds", "9-3"])
-    assert err.value.code == 2
-    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    study_scripts.assert_refuses_in_one_line("rlbp_contextual_budget", ["--seeds", "9-3"], capsys)
 
 
 # --- the committed study -----------------------------------------------------------------------

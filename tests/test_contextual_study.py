@@ -10,6 +10,8 @@ import dataclasses
 import pytest
 import torch
 
+import study_scripts
+
 from litrepro import prose
 from litrepro.contextual import market, ope, oracle
 from litrepro.contextual import study as cs
@@ -181,17 +183,7 @@ def test_the_findings_take_their_words_from_the_intervals(tiny_rows):
 
 
 def test_the_study_script_refuses_bad_seeds_in_one_line(capsys):
-    import importlib.util
-
-    from litrepro.paths import ROOT
-
-    spec = importlib.util.spec_from_file_location("rlbp_contextual", ROOT / "studies" / "rlbp_contextual.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    with pytest.raises(SystemExit) as err:
-        script.main(["--seeds", "9-3"])
-    assert err.value.code == 2
-    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    study_scripts.assert_refuses_in_one_line("rlbp_contextual", ["--seeds", "9-3"], capsys)
 
 
 # --- the committed study -----------------------------------------------------------------------
