@@ -130,6 +130,13 @@ rlbp-contextual-budget: install
 	$(BIN)/python studies/rlbp_contextual_budget.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
+# The seed market's one-factor diagnosis arms (target sync, gamma, the actor's support and temperature) in the
+# contextual market, paired with the budget study's max_min and placebo, 20 seeds; prints its cost first.
+.PHONY: rlbp-contextual-diagnosis
+rlbp-contextual-diagnosis: install
+	$(BIN)/python studies/rlbp_contextual_diagnosis.py --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
+
 rlbp-d3rlpy: install
 	$(BIN)/python studies/rlbp_d3rlpy.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
