@@ -996,6 +996,19 @@ def rlbp_contextual_budget(root: Path) -> str:
     return table + "\n\n" + _bullets(budget.findings(data, contextual))
 
 
+@block("rlbp-contextual-diagnosis", "docs/pinterest_rlbp.md")
+def rlbp_contextual_diagnosis(root: Path) -> str:
+    from litrepro.contextual import diagnosis
+
+    data = load(root, "rendered/pinterest_rlbp/contextual_diagnosis.json")
+    c = data["summary"]["comparisons"]
+    rows = [[f"`{arm}`", diagnosis.DESCRIPTIONS[arm], str(b), prose.estimate(c[f"{arm}_{b}_minus_max_min"]),
+             prose.estimate(c[f"{arm}_{b}_minus_placebo"]), prose.estimate(c[f"{arm}_{b}_minus_fixed_gain"])]
+            for arm in diagnosis.ARMS for b in data["budgets"]]
+    table = _table(["arm", "what it changes", "critic steps", "− max_min", "− placebo", "− fixed gain"], rows)
+    return table + "\n\n" + _bullets(diagnosis.findings(data)[:1])
+
+
 @block("rlbp-ablation", "docs/pinterest_rlbp.md")
 def rlbp_ablation(root: Path) -> str:
     from litrepro.rlbp import diagnosis
