@@ -63,7 +63,11 @@ def test_committed_files_recompute():
 
 def test_coverage_is_not_vacuous():
     cov = rc.coverage(ROOT)
-    present = [f for f in (rc.DIAGNOSIS, rc.TD_CALIBRATION, rc.DOSE_RESPONSE, rc.BACKUP_STUDY) if (ROOT / f).is_file()]
+    from litrepro import recompute_contextual as rcc
+
+    files = (rc.DIAGNOSIS, rc.TD_CALIBRATION, rc.DOSE_RESPONSE, rc.BACKUP_STUDY, rcc.CONTEXTUAL_STUDY,
+             rcc.CONTEXTUAL_BUDGET, rcc.CONTEXTUAL_DIAGNOSIS)
+    present = [f for f in files if (ROOT / f).is_file()]
     assert sorted(cov) == sorted(present)
     for f in present:
         assert cov[f] >= 100, (f, cov[f])

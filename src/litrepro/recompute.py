@@ -773,9 +773,17 @@ def _recorded_file(root: Path, data: Mapping[str, Any]) -> Path | None:
 
 
 def _ledgers(root: Path) -> list[_Ledger]:
+    from litrepro import recompute_contextual
+
+    def load(file: str) -> Any:
+        try:
+            return json.loads((Path(root) / file).read_text())
+        except (OSError, ValueError):
+            return None
+
     out = []
-    plan = ((DIAGNOSIS, _check_diagnosis), (TD_CALIBRATION, None), (DOSE_RESPONSE, _check_dose_response),
-            (BACKUP_STUDY, _check_backup_study))
+    plan = [(DIAGNOSIS, _check_diagnosis), (TD_CALIBRATION, None), (DOSE_RESPONSE, _check_dose_response),
+            (BACKUP_STUDY, _check_backup_study), *recompute_contextual.plan(load)]
     for file, fn in plan:
         path = Path(root) / file
         if not path.is_file():
