@@ -64,10 +64,11 @@ def test_committed_files_recompute():
 def test_coverage_is_not_vacuous():
     cov = rc.coverage(ROOT)
     from litrepro import recompute_contextual as rcc
+    from litrepro import recompute_d3rlpy as rd
     from litrepro import recompute_waypoint as rw
 
     files = (rc.DIAGNOSIS, rc.TD_CALIBRATION, rc.DOSE_RESPONSE, rc.BACKUP_STUDY, rcc.CONTEXTUAL_STUDY,
-             rcc.CONTEXTUAL_BUDGET, rcc.CONTEXTUAL_DIAGNOSIS, rw.EFFECT_STUDY, rw.EFFECT_HOLM)
+             rcc.CONTEXTUAL_BUDGET, rcc.CONTEXTUAL_DIAGNOSIS, rw.EFFECT_STUDY, rw.EFFECT_HOLM, rd.D3RLPY)
     present = [f for f in files if (ROOT / f).is_file()]
     assert sorted(cov) == sorted(present)
     for f in present:
