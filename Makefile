@@ -42,7 +42,7 @@ claims: install
 
 test: install
 	$(BIN)/python -m litrepro claims --check
-	$(BIN)/python -m pytest tests $(NBVAL) rendered
+	$(BIN)/python -m pytest tests $(NBVAL) rendered --fault-results build/fault_tests.json
 
 lab: install
 	$(BIN)/jupyter lab notebooks/
@@ -148,6 +148,12 @@ clean:
 .PHONY: replot
 replot:
 	$(BIN)/python studies/replot.py
+
+# After a passing `make test`: commit its fault tests' outcomes, which the trust report shows.
+.PHONY: fault-results
+fault-results:
+	@test -f build/fault_tests.json || { echo "build/fault_tests.json is missing: run make test first"; exit 2; }
+	$(BIN)/python -m litrepro.fault_results build/fault_tests.json rendered/fault_tests.json
 
 # The reader's edition: a static HTML book of the committed rendered/ notebooks and JSON (never
 # re-executed), with the generated trust report, into build/book/ (open build/book/index.html).

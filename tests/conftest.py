@@ -3,7 +3,9 @@
 ``@pytest.mark.guards("check_name", ...)`` on a fault test names the check(s) (or, for a
 metric-kind fault, the metric) that its fault turns false.  ``pytest --collect-only -q
 --guards-registry PATH`` writes ``{check: [test node ids]}`` to PATH at collection time, without
-running a test; the book's trust report (``litrepro.trust``) reads it.
+running a test; the book's trust report (``litrepro.trust``) reads it.  ``--fault-results PATH`` (given by
+``make test``) writes each fault test's outcome in that run, ``{"tests": {node id: passed|failed|skipped|error}}``
+with the commit it ran at, to PATH when the session ends; the trust report shows it.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ def pytest_addoption(parser):
     parser.addoption("--guards-registry", metavar="PATH", default=None,
                      help="write {check: [node ids of the fault tests marked guards(check)]} as JSON to PATH "
                           "after collection (with --collect-only nothing runs)")
+    parser.addoption("--fault-results", metavar="PATH", default=None,
+                     help="write the outcome of every test marked guards in this run as JSON to PATH at the end")
 
 
 def pytest_configure(config):
@@ -72,6 +76,44 @@ def pytest_collection_finish(session):
         tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(guards_registry(session.items), indent=1, sort_keys=True) + "\n")
         tmp.replace(out)                                      # atomic: a reader never sees half a registry
+
+
+_FAULT_OUTCOMES: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report):
+    """Record the outcome of a fault test: its call's, or its setup's when setup did not pass."""
+    if not report.keywords.get("guards"):
+        return
+    if report.when == "call" or (report.when == "setup" and not report.passed):
+        outcome = report.outcome if report.when == "call" else ("skipped" if report.skipped else "error")
+        _FAULT_OUTCOMES[report.nodeid] = outcome
+    elif report.when == "teardown" and report.failed:
+        _FAULT_OUTCOMES[report.nodeid] = "error"
+
+
+def _commit() -> str:
+    try:
+        proc = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, timeout=30)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (proc.stdout.strip() or "unknown") + ("+changes" if dirty else "")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    path = session.config.getoption("--fault-results")
+    if not path or session.config.getoption("collectonly"):
+        return
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    data = {"source": "make test (pytest --fault-results)", "commit": _commit(),
+            "date": __import__("datetime").date.today().isoformat(), "tests": dict(sorted(_FAULT_OUTCOMES.items()))}
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.replace(out)                                          # atomic: the last complete run, never half of one
 
 
 def _corpus_available() -> bool:

@@ -160,6 +160,25 @@ def test_the_trust_report_lists_every_rendered_check(built):
             assert f'id="check-{name}"' in text, (method, name)
 
 
+def test_the_trust_report_shows_each_fault_tests_committed_outcome(built):
+    """The summary counts the committed outcomes; every fault test's own line says how it did."""
+    import html
+    import re
+
+    from litrepro import trust
+
+    site, _ = built
+    text = (site / "trust.html").read_text()
+    results = trust.load_fault_results()
+    n = len(results["tests"])
+    assert n > 100 and f"Their {n} fault tests in the full" in text and f"{n} passed." in text
+    assert results["commit"] in text
+    lines = re.findall(r"<li><code>([^<]+)</code>: <span class=\"(\w+)\">([^<]+)</span></li>", text)
+    lines = [(html.unescape(t), c, o) for t, c, o in lines]
+    assert {t for t, _, _ in lines} == set(results["tests"])
+    assert all(o == results["tests"][t] and c == trust.OUTCOME_CLASS[o] for t, c, o in lines)
+
+
 def test_readme_links_resolve_in_the_book(tmp_path, monkeypatch):
     linker = book.Linker(tmp_path)
     text = ("[nb](notebooks/waypoint_opd.ipynb) [d](docs/x.md#y) [f](src/litrepro/stats.py) [gone](no/such.md) "

@@ -10,7 +10,9 @@ Nothing here is typed by hand; every row is read from data:
 - where it held: its value on every rendered seed, and its tally over every study record
   (``per_seed[*].checks`` and ``arm_checks``, or ``check_pass_rates`` times ``n_seeds``);
 - its fault tests: the tests marked ``@pytest.mark.guards("check")``, collected (not run) by
-  ``pytest --collect-only --guards-registry PATH`` (see ``tests/conftest.py``);
+  ``pytest --collect-only --guards-registry PATH`` (see ``tests/conftest.py``), and each one's outcome in the
+  last full ``make test`` whose results were committed (``rendered/fault_tests.json``, written by
+  ``pytest --fault-results`` and copied by ``make fault-results``; a test absent from it shows "not run");
 - the fault audits: ``rendered/fault_audits.json``, their figures recounted from the committed per-bug reports
   (``benchmarks/fault_audits/*.json``); an audit without one is named and shows no figure.
 
@@ -37,6 +39,9 @@ AUDIT_MODULES = {"pinterest_rlbp": "litrepro.rlbp.audit", "waypoint_opd": "litre
 #: Method -> study modules whose own checks (``STUDY_GUARDS``, same shape as ``GUARDS``) join its registry.
 STUDY_MODULES = {"pinterest_rlbp": ("litrepro.rlbp.td_calibration", "litrepro.studies.rlbp_d3rlpy"), "waypoint_opd": ()}
 FAULT_AUDITS = RENDERED / "fault_audits.json"
+#: The committed outcomes of the fault tests in a full ``make test`` (``make fault-results`` copies them).
+FAULT_RESULTS = RENDERED / "fault_tests.json"
+OUTCOME_CLASS = {"passed": "ok", "failed": "bad", "error": "bad", "skipped": "neutral", "not run": "bad"}
 NOT_REGISTERED = "not registered"
 
 
@@ -225,12 +230,34 @@ def studies_cell(row: CheckRow) -> tuple[str, str]:
     return "; ".join(parts), ("ok" if row.held_in_studies else "bad")
 
 
-def faults_cell(row: CheckRow) -> tuple[str, str]:
+def load_fault_results(path: Path = FAULT_RESULTS) -> dict[str, Any]:
+    """The committed outcomes ``{"commit", "date", "tests": {node id: outcome}}``; empty ``tests`` when absent."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {"commit": None, "date": None, "tests": {}}
+    return {"commit": data.get("commit"), "date": data.get("date"), "tests": dict(data.get("tests") or {})}
+
+
+def outcome(test: str, results: dict[str, Any]) -> str:
+    return results["tests"].get(test, "not run")
+
+
+def faults_cell(row: CheckRow, results: dict[str, Any] | None = None) -> tuple[str, str]:
+    """The fault tests of a check with each one's last committed outcome; "bad" when one did not pass."""
     if not row.fault_tests:
         return "<strong>no fault test</strong>", "bad"
-    items = "".join(f"<li><code>{_e(t)}</code></li>" for t in row.fault_tests)
-    return (f'<details><summary>{len(row.fault_tests)} test{"s" if len(row.fault_tests) > 1 else ""}</summary>'
-            f"<ul>{items}</ul></details>"), "ok"
+    results = results if results is not None else {"tests": {}}
+    outcomes = [outcome(t, results) for t in row.fault_tests]
+    items = "".join(f'<li><code>{_e(t)}</code>: <span class="{OUTCOME_CLASS.get(o, "bad")}">{_e(o)}</span></li>'
+                    for t, o in zip(row.fault_tests, outcomes))
+    passed = outcomes.count("passed")
+    summary = (f'{len(row.fault_tests)} test{"s" if len(row.fault_tests) > 1 else ""}, '
+               f"{passed} passed" + ("" if passed == len(outcomes) else
+                                     " (" + ", ".join(f"{outcomes.count(o)} {o}" for o in sorted(set(outcomes))
+                                                      if o != "passed") + ")"))
+    return (f"<details><summary>{_e(summary)}</summary><ul>{items}</ul></details>",
+            "ok" if passed == len(outcomes) else "bad")
 
 
 def _table(headers: list[str], rows: list[list[tuple[str, str, str]]], table_id: str) -> str:
@@ -347,6 +374,11 @@ def report_markdown(rows: list[CheckRow], others: dict[str, list[str]], *, colle
     constant = [r for r in no_test if r.note and r.seeds and not r.held_on_seeds]
     unregistered = [r for r in rows if r.stage == NOT_REGISTERED]
     failed = [r for r in rows if (r.seeds and not r.held_on_seeds and not r.note) or not r.held_in_studies]
+    results = load_fault_results()
+    every_test = sorted({t for r in rows for t in r.fault_tests} | {t for v in others.values() for t in v})
+    tally = {o: sum(1 for t in every_test if outcome(t, results) == o) for o in OUTCOME_CLASS}
+    run = (f"the full <code>make test</code> at commit <code>{_e(results['commit'])}</code> on {_e(results['date'])}"
+           if results["tests"] else "no committed run (<code>rendered/fault_tests.json</code> is missing)")
     lines = ["# Trust report", "",
              "Every check of both methods: the stage it guards and what it recomputes (from each method's check "
              "registry, `GUARDS`), whether it held on every rendered seed and on every "
@@ -360,6 +392,9 @@ def report_markdown(rows: list[CheckRow], others: dict[str, list[str]], *, colle
                 + ", ".join(f"<code>{_e(r.name)}</code>" for r in no_test) if no_test else "none lacks one")
              + (f" ({len(constant)} of them the seed file records as not built or not applicable: "
                 + ", ".join(f"<code>{_e(r.name)}</code>" for r in constant) + ")" if constant else "")
+             + ".</li>",
+             f"<li>Their {len(every_test)} fault tests in {run}: {tally['passed']} passed"
+             + "".join(f", <strong>{tally[o]} {o}</strong>" for o in ("failed", "error", "skipped", "not run") if tally[o])
              + ".</li>",
              f"<li>{len(unregistered)} are not in their method's registry"
              + (": " + ", ".join(f"<code>{_e(r.name)}</code>" for r in unregistered) if unregistered else "")
@@ -383,7 +418,7 @@ def report_markdown(rows: list[CheckRow], others: dict[str, list[str]], *, colle
                      else "no per-bug audit of this method is committed")
             seeds, seeds_cls = seeds_cell(r)
             studies, studies_cls = studies_cell(r)
-            faults, faults_cls = faults_cell(r)
+            faults, faults_cls = faults_cell(r, results)
             table_rows.append([
                 (f'<code id="check-{_e(r.name)}">{_e(r.name)}</code>', r.name, ""),
                 (_e(", ".join(r.fields) or "study only"), ", ".join(r.fields), ""),
@@ -404,7 +439,8 @@ def report_markdown(rows: list[CheckRow], others: dict[str, list[str]], *, colle
                   "no recorded check.", "", "```{raw} html",
                   _table(["metric or name", "fault tests"],
                          [[(f"<code>{_e(k)}</code>", k, ""),
-                           (faults_cell(CheckRow("", k, [], "", "", {}, fault_tests=v))[0], f"{len(v):06d}", "")]
+                           (faults_cell(CheckRow("", k, [], "", "", {}, fault_tests=v), results)[0],
+                            f"{len(v):06d}", "")]
                           for k, v in sorted(others.items())], "metric-faults"),
                   "```", ""]
     lines += ["## Fault audits", "",
@@ -415,5 +451,9 @@ def report_markdown(rows: list[CheckRow], others: dict[str, list[str]], *, colle
               *audit_report_sections(),
               "## How this page is made", "",
               f"The fault tests were collected with `{collected_with}`: collection only, no test runs. "
-              "A test declares the checks its fault turns false with `@pytest.mark.guards(\"name\", ...)`.", ""]
+              "A test declares the checks its fault turns false with `@pytest.mark.guards(\"name\", ...)`. "
+              "Each test's outcome is the one `make test` recorded (`pytest --fault-results build/fault_tests.json`) "
+              "in the last full run whose results were committed with `make fault-results`. "
+              "`make test` fails when that file misses a fault test or records one that did not pass, so a "
+              "committed page cannot show a fault test as passing that was never run.", ""]
     return "\n".join(lines)
