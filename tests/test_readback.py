@@ -59,3 +59,65 @@ def test_a_changed_study_figure_fails_the_readback(tmp_path):
     problems = readback.check(tmp_path)
     assert any("block 'headline-rlbp-study'" in p for p in problems), problems
     assert any("block 'headline-budget'" in p for p in problems), problems
+
+
+# --- labels name rows; tallies recount ----------------------------------------------------------
+
+LABELLED = [(-0.031, -0.014, [-0.023], "a", frozenset({"max_min", "learned - fixed_gain"})),
+            (0.0481, 0.0523, [0.0502], "c", frozenset({"fused_greedy", "learned - fixed_gain"}))]
+
+
+@pytest.mark.parametrize("text, ok", [
+    ("| `max_min` | learned − fixed_gain | -0.023 [-0.031, -0.014] | lower |", True),
+    ("| `fused_greedy` | learned − fixed_gain | +0.050 [+0.048, +0.053] | higher |", True),
+    ("| `fused_greedy` | learned − fixed_gain | -0.023 [-0.031, -0.014] | lower |", False),   # the other row's
+    ("| a label no JSON has | -0.023 [-0.031, -0.014] | lower |", True),                      # unlabelled: any row
+])
+def test_a_table_rows_labels_name_the_row_its_interval_comes_from(text, ok):
+    problems = readback.check_text(text, "t", LABELLED)
+    assert (problems == []) == ok, problems
+
+
+GROUPS = [[(frozenset({"waypoint - final_only", "nll", "c1"}), -0.3, -0.1, 0.05),
+           (frozenset({"waypoint - final_only", "nll", "c2"}), -0.2, 0.1, 0.05),
+           (frozenset({"waypoint - final_only", "nll", "c3"}), 0.01, 0.02, 0.05),
+           (frozenset({"shuffled - final_only", "nll", "c1"}), -0.5, -0.4, 0.05)]]
+TABLE = "| difference | metric | conditions | interval beyond one seed SD |\n|---|---|---|---|\n| {row} |\n"
+
+
+@pytest.mark.parametrize("row, ok", [
+    ("waypoint − final_only | `nll` | higher in 1 of 3 conditions, lower in 1, no detectable difference in 1 | 1 of 3 levels", True),
+    ("waypoint − final_only | `nll` | lower in 2 of 3 conditions, higher in 1 | 1 of 3 levels", False),
+    ("waypoint − final_only | `nll` | lower in 1 of 2 conditions, higher in 1 | 1 of 3 levels", False),   # wrong n
+    ("waypoint − final_only | `nll` | higher in 1 of 3 conditions, lower in 1, no detectable difference in 1 | 2 of 3 levels", False),
+    ("shuffled − final_only | `nll` | lower in 1 of 1 conditions | 1 of 1 levels", True),
+    ("shuffled − final_only | `nll` | lower in 1 of 1 conditions | 0 of 1 levels", False),   # every detectable one
+    ("someone − else | `x` | lower in 1 of 1 conditions | 0 of 1 levels", False),           # names no rows
+])
+def test_a_tally_cell_recounts_the_labelled_rows(row, ok):
+    problems = readback.check_tallies(TABLE.format(row=row), "t", GROUPS)
+    assert (problems == []) == ok, problems
+
+
+def test_a_tally_of_the_committed_effect_table_that_is_off_by_one_fails():
+    page = (ROOT / "docs" / "findings.md").read_text()
+    block = dict(readback.blocks(page))["headline-effect-study"]
+    groups = readback.tally_groups(ROOT)
+    assert readback.check_tallies(block, "t", groups) == []
+    line = next(l for l in block.splitlines() if "| higher in 5 of 8 conditions, no detectable difference in 3 |" in l)
+    bad = block.replace(line, line.replace("higher in 5 of 8 conditions, no detectable difference in 3",
+                                           "higher in 6 of 8 conditions, no detectable difference in 2"))
+    assert readback.check_tallies(bad, "t", groups)
+
+
+def test_swapped_rows_of_a_committed_table_fail():
+    """Two rows of the effect-rows table trade their intervals: each still prints some JSON interval."""
+    page = (ROOT / "docs" / "waypoint_opd.md").read_text()
+    block = dict(readback.blocks(page))["opd-effect-rows"]
+    pool = readback.intervals(ROOT)
+    assert readback.check_text(block, "t", pool) == []
+    rows = [l for l in block.splitlines() if l.startswith("|") and readback.INTERVAL.search(l)]
+    a, b = rows[0], rows[-1]
+    ia, ib = readback.INTERVAL.search(a).group(0), readback.INTERVAL.search(b).group(0)
+    swapped = block.replace(a, a.replace(ia, ib)).replace(b, b.replace(ib, ia))
+    assert any("is the interval of another row" in p for p in readback.check_text(swapped, "t", pool))

@@ -14,8 +14,18 @@ and that the direction word printed with it ("above", "below", "higher", "lower"
 spanning 0 for "no detectable difference". The word is the nearest one before the interval in the same clause, after the last
 comma or semicolon (for a sentence) or the cell right after it (for a table's "reads" column).
 
-What it cannot check: which row a label names when two intervals of the JSON print the same (it accepts any
-interval that fits), counts written "k of n", and numbers that are not in an interval.
+In a table row it also reads the labels: the row's cells that are some JSON interval row's label (a string field,
+such as a comparison, a metric, a backup or a student start; backticks dropped, "−" read as "-") name the JSON rows
+the table row is about, and
+
+- a printed interval must be one of those rows' (the label names the row, not any interval that prints alike);
+- a tally cell, "higher in 5 of 8 conditions, no detectable difference in 3" (or "k of n levels" under a header
+  that says "seed SD"), must equal a count of one JSON group of exactly n such rows (the rows of one list): each
+  row's word read from its own 95% interval, or, for the seed-SD column, whether the whole interval lies beyond
+  plus or minus the row's ``seed_sd``.
+
+What it cannot check: which row a sentence (not a table row) names when two intervals of the JSON print the
+same (it accepts any interval that fits), "k of n" written in a sentence, and numbers that are not in an interval.
 """
 
 from __future__ import annotations
@@ -50,31 +60,45 @@ def unit(text: str) -> float:
     return 10.0 ** ((int(exp) if exp else 0) - decimals)
 
 
-def intervals(root: Path = ROOT) -> list[tuple[float, float, list[float], str]]:
-    """``(low, high, [estimates], where)`` of every pair of bounds ``NAME_low``, ``NAME_high`` in a dict (the 95%
-    ``ci95_low``/``ci95_high``, Holm's ``holm_low``/``holm_high``, a bare ``low``/``high``), and of
-    every ``NAME_ci95: [low, high]`` pair beside its estimate (a key starting ``NAME``), in every JSON under ``rendered/``."""
+def _label(value: str) -> str:
+    """A label as a table prints it and as the JSON holds it, alike: no backticks, "-" for "−", single spaces."""
+    return " ".join(value.replace("`", "").replace("−", "-").split())
+
+
+def labels_of(obj: dict) -> frozenset[str]:
+    """The string fields of a JSON row that label it (not its words: a verdict or a "reads" field)."""
+    return frozenset(_label(v) for k, v in obj.items() if isinstance(v, str) and v.strip()
+                     and "verdict" not in k and not k.endswith("reads") and _label(v) not in WORDS)
+
+
+def intervals(root: Path = ROOT) -> list[tuple[float, float, list[float], str, frozenset[str]]]:
+    """``(low, high, [estimates], where, labels)`` of every pair of bounds ``NAME_low``, ``NAME_high`` in a dict (the
+    95% ``ci95_low``/``ci95_high``, Holm's ``holm_low``/``holm_high``, a bare ``low``/``high``), and of
+    every ``NAME_ci95: [low, high]`` pair beside its estimate (a key starting ``NAME``), in every JSON under
+    ``rendered/``; ``labels`` are the dict's label fields (:func:`labels_of`)."""
     out = []
 
-    def walk(obj: Any, where: str) -> None:
+    def walk(obj: Any, where: str, keys: frozenset[str] = frozenset()) -> None:
         if isinstance(obj, dict):
             est = [float(obj[k]) for k in ESTIMATES if isinstance(obj.get(k), (int, float))
                    and not isinstance(obj.get(k), bool)]
+            labels = labels_of(obj) | keys
             for low_key in [k for k in obj if k == "low" or k.endswith("_low")]:   # ci95_, holm_, or low/high
                 lo, hi = obj.get(low_key), obj.get(low_key[:-len("low")] + "high")
                 if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (lo, hi)):
-                    out.append((float(lo), float(hi), est, f"{where}.{low_key[:-len('low')].rstrip('_') or 'interval'}"))
+                    out.append((float(lo), float(hi), est, f"{where}.{low_key[:-len('low')].rstrip('_') or 'interval'}",
+                                labels))
             for k, v in obj.items():
                 if (k.endswith("_ci95") and isinstance(v, list) and len(v) == 2
                         and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v)):
                     stem = k[:-len("_ci95")]                  # "slope_ci95": [low, high] beside "slope_s_per_..."
                     est = [float(x) for name, x in obj.items() if name != k and name.startswith(stem)
                            and isinstance(x, (int, float)) and not isinstance(x, bool)]
-                    out.append((float(v[0]), float(v[1]), est, f"{where}.{k}"))
-                walk(v, f"{where}.{k}")
+                    out.append((float(v[0]), float(v[1]), est, f"{where}.{k}", labels))
+                walk(v, f"{where}.{k}", keys | {_label(k)})
         elif isinstance(obj, list):
             for i, v in enumerate(obj):
-                walk(v, f"{where}[{i}]")
+                walk(v, f"{where}[{i}]", keys)
 
     for path in sorted((root / "rendered").rglob("*.json")):
         try:
@@ -90,7 +114,7 @@ def _scale(pct: str | None) -> float:
 
 def fits(m: re.Match, row: tuple[float, float, list[float], str]) -> bool:
     """Whether the printed interval ``m`` is ``row`` printed at its precision, bounds rounded outward."""
-    lo, hi, est, _ = row
+    lo, hi, est = row[0], row[1], row[2]
     plo, phi = _float(m.group("lo")) * _scale(m.group("lo_pct")), _float(m.group("hi")) * _scale(m.group("hi_pct"))
     ulo, uhi = unit(m.group("lo")) * _scale(m.group("lo_pct")), unit(m.group("hi")) * _scale(m.group("hi_pct"))
     tiny = 1e-12 * max(1.0, abs(lo), abs(hi))
@@ -128,12 +152,43 @@ def word_for(text: str, m: re.Match, prev_end: int) -> str | None:
     return found[-1].group(0) if found else None
 
 
-def check_text(text: str, where: str, pool: list[tuple[float, float, list[float], str]]) -> list[str]:
-    """Problems of one generated text: an interval that no JSON interval prints as, or a word it contradicts."""
+_NUMERIC = re.compile(rf"{_NUM}%?")
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def row_labels(line: str, vocabulary: set[str] | frozenset[str]) -> frozenset[str]:
+    """The cells of a table row that are JSON labels (the row's names for what it reports)."""
+    if not line.lstrip().startswith("|"):
+        return frozenset()
+    return frozenset(_label(c) for c in _cells(line) if _label(c) in vocabulary)
+
+
+def _line_at(text: str, pos: int) -> str:
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    return text[start:end if end >= 0 else len(text)]
+
+
+def check_text(text: str, where: str, pool: list[tuple]) -> list[str]:
+    """Problems of one generated text: an interval that no JSON interval prints as, an interval in a table row that
+    is not the labelled row's, or a word it contradicts."""
     problems, prev_end = [], 0
+    vocabulary = frozenset(v for v in frozenset().union(*(row[4] for row in pool if len(row) > 4))
+                           if not _NUMERIC.fullmatch(v))            # a number in a cell is a figure, not a label
     for m in INTERVAL.finditer(text):
         matches = [row for row in pool if fits(m, row)]
         shown = m.group(0)
+        names = row_labels(_line_at(text, m.start()), vocabulary)
+        labelled = [row for row in matches if len(row) > 4 and names <= row[4]]
+        if matches and names and not labelled:
+            problems.append(f"{where}: '{shown}' in the row labelled {sorted(names)} is the interval of another "
+                            f"row ({matches[0][3]})")
+            prev_end = m.end()
+            continue
+        matches = labelled if names else matches
         if not matches:
             problems.append(f"{where}: '{shown}' is no interval of the JSON under rendered/ at its printed precision "
                             "(a bound rounded inward, a wrong figure, or a figure no study wrote)")
@@ -144,6 +199,106 @@ def check_text(text: str, where: str, pool: list[tuple[float, float, list[float]
                                 f"{ {'>0': 'above 0', '<0': 'below 0', '0': 'spanning 0'}[sign_of(matches[0])] } "
                                 f"({matches[0][3]})")
         prev_end = m.end()
+    return problems
+
+
+#: ``higher in 5 of 8 conditions, no detectable difference in 3`` or ``0 of 5 levels``.
+_TALLY_HEAD = re.compile(r"^(?:(?P<word>higher|lower|no detectable difference) in )?(?P<k>\d+) of (?P<n>\d+) [a-z]+$")
+_TALLY_MORE = re.compile(r"^(?P<word>higher|lower|no detectable difference) in (?P<k>\d+)$")
+
+
+def tally_groups(root: Path = ROOT) -> list[list[tuple[frozenset[str], float, float, float | None]]]:
+    """The JSON's lists of interval rows: per list, ``(labels, ci95_low, ci95_high, seed_sd)`` of each row that has
+    a 95% interval (labels as in :func:`labels_of`, with the keys above the list)."""
+    groups = []
+
+    def walk(obj: Any, keys: frozenset[str]) -> None:
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                walk(v, keys | {_label(k)})
+        elif isinstance(obj, list):
+            rows = [(labels_of(r) | keys, float(r["ci95_low"]), float(r["ci95_high"]),
+                     float(r["seed_sd"]) if isinstance(r.get("seed_sd"), (int, float)) else None)
+                    for r in obj if isinstance(r, dict) and all(isinstance(r.get(b), (int, float))
+                                                                and not isinstance(r.get(b), bool)
+                                                                for b in ("ci95_low", "ci95_high"))]
+            if rows:
+                groups.append(rows)
+            for v in obj:
+                walk(v, keys)
+
+    for path in sorted((root / "rendered").rglob("*.json")):
+        try:
+            walk(json.loads(path.read_text(encoding="utf-8")), frozenset())
+        except (OSError, ValueError):
+            continue
+    return groups
+
+
+def parse_tally(cell: str) -> tuple[int, dict[str, int]] | None:
+    """``(n, {word: k})`` of a tally cell, the word ``""`` for a bare ``k of n``; None when it is no tally."""
+    parts = [p.strip() for p in cell.split(",")]
+    head = _TALLY_HEAD.match(parts[0]) if parts else None
+    if not head:
+        return None
+    counts = {head.group("word") or "": int(head.group("k"))}
+    for part in parts[1:]:
+        more = _TALLY_MORE.match(part)
+        if not more:
+            return None
+        counts[more.group("word")] = int(more.group("k"))
+    return int(head.group("n")), counts
+
+
+def _row_word(lo: float, hi: float) -> str:
+    return "higher" if lo > 0 else "lower" if hi < 0 else "no detectable difference"
+
+
+def count_rows(rows: list[tuple], beyond_sd: bool) -> dict[str, int]:
+    """What a tally of ``rows`` should say: the words of their intervals, or (``beyond_sd``) how many lie wholly
+    beyond plus or minus their seed SD."""
+    if beyond_sd:
+        return {"": sum(1 for _, lo, hi, sd in rows if sd is not None and (lo > sd or hi < -sd))}
+    out: dict[str, int] = {}
+    for _, lo, hi, _ in rows:
+        out[_row_word(lo, hi)] = out.get(_row_word(lo, hi), 0) + 1
+    return out
+
+
+def check_tallies(text: str, where: str, groups: list[list[tuple]]) -> list[str]:
+    """Problems of the tally cells of a text's tables: a count that no group of the labelled JSON rows gives."""
+    vocabulary = frozenset(v for g in groups for row in g for v in row[0] if not _NUMERIC.fullmatch(v))
+    problems, header = [], None
+    for line in text.splitlines():
+        if not line.lstrip().startswith("|"):
+            header = None
+            continue
+        cells = _cells(line)
+        if header is None:
+            header = cells
+            continue
+        names = frozenset(_label(c) for c in cells if _label(c) in vocabulary)
+        for i, cell in enumerate(cells):
+            tally = parse_tally(cell)
+            if tally is None:
+                continue
+            n, said = tally
+            title = header[i] if i < len(header) else ""
+            beyond_sd = "seed sd" in title.lower()
+            if "" in said and not beyond_sd:
+                continue                                   # a bare "k of n" under another header: not read
+            if not names:
+                problems.append(f"{where}: the tally '{cell}' has no label that names JSON rows")
+                continue
+            counts = []
+            for g in groups:
+                chosen = [row for row in g if names <= row[0]]
+                if len(chosen) == n:
+                    counts.append(count_rows(chosen, beyond_sd))
+            want = {w: k for w, k in said.items() if k}
+            if not any({w: k for w, k in c.items() if k} == want for c in counts):
+                problems.append(f"{where}: row {sorted(names)} says '{cell}'; the {n} JSON rows so labelled give "
+                                + (", ".join(str(c) for c in counts[:2]) or "no group of that size"))
     return problems
 
 
@@ -173,12 +328,14 @@ def check(root: Path = ROOT) -> list[str]:
     the rendered notebooks (the findings a chapter prints), one line each."""
     root = Path(root)
     pool = intervals(root)
+    groups = tally_groups(root)
     pages = ([root / "README.md"] if os.path.isfile(root / "README.md") else []) + sorted((root / "docs").rglob("*.md"))
     problems = []
     for page in pages:
         rel = page.relative_to(root).as_posix()
         for name, inner in blocks(page.read_text(encoding="utf-8")):
             problems += check_text(inner, f"{rel}: block {name!r}", pool)
+            problems += check_tallies(inner, f"{rel}: block {name!r}", groups)
     for path in sorted((root / "rendered").rglob("*.ipynb")):
         rel = path.relative_to(root).as_posix()
         for cell, text in printed_outputs(path):
