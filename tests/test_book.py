@@ -51,6 +51,24 @@ def pages(site: Path) -> list[Path]:
 
 # --- The built site, read as files -------------------------------------------------------------------
 
+#: What no book page may show: a committed study reported missing (the summary's old "<study>.json not found
+#: under rendered/...: run its make target") or a crash.  "not found" alone is a word prose may use.
+MISSING_OR_CRASHED = re.compile(r"\.json</code> not found|\.json not found|run its make target|"
+                                r"Traceback \(most recent call last\)")
+
+
+def test_no_book_page_says_a_committed_study_is_missing_or_crashed(built):
+    site, _ = built
+    shown = {p.relative_to(site).as_posix(): m.group(0) for p in pages(site)
+             if (m := MISSING_OR_CRASHED.search(re.sub(r"<[^>]+>", "", p.read_text(encoding="utf-8"))))}
+    assert not shown, shown
+
+
+def test_the_missing_study_pattern_can_fail():
+    assert MISSING_OR_CRASHED.search("diagnosis.json not found under rendered/pinterest_rlbp: run its make target")
+    assert MISSING_OR_CRASHED.search("Traceback (most recent call last):")
+    assert not MISSING_OR_CRASHED.search("most of the headroom that exists is not found")
+
 def test_the_book_has_every_chapter(built):
     site, _ = built
     have = {str(p.relative_to(site)) for p in pages(site)}
