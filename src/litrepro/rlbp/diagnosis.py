@@ -933,7 +933,9 @@ def findings(data: Mapping[str, Any]) -> list[str]:
     effect = {"finds_headroom": "lifts the policy above max_min and above the fixed gain",
               "lifts_to_fixed": "lifts the policy above max_min, to no detectable difference from the fixed gain "
                                 "(not shown equal to it)",
-              "lifts": "lifts the policy above max_min, but not every such arm reaches the fixed gain",
+              "lifts": "lifts the policy above max_min; against the fixed gain these arms read differently, but no "
+                       "interval here compares them with each other, so that difference between them is not a "
+                       "finding",
               "not_sufficient": "leaves the policy below the fixed gain and not detectably above max_min: not "
                                 "sufficient on its own",
               "open": "does not settle it"}
