@@ -57,6 +57,31 @@ MISSING_OR_CRASHED = re.compile(r"\.json</code> not found|\.json not found|run i
                                 r"Traceback \(most recent call last\)")
 
 
+def test_check_names_link_both_ways_between_chapters_trust_rows_and_tests(built):
+    """A chapter's check names lead to their trust rows; a trust row leads back to its chapter, to its registry's
+    source and to its fault tests' files, all present in the site."""
+    site, _ = built
+    trust_html = (site / "trust.html").read_text()
+    ids = set(re.findall(r'id="check-([^"]+)"', trust_html))
+    for method in ("pinterest_rlbp", "waypoint_opd"):
+        chapter = (site / "methods" / method / "seed-42.html").read_text()
+        linked = set(re.findall(r'href="../../trust.html#check-([^"]+)"', chapter))
+        assert len(linked) >= 10, (method, linked)
+        assert linked <= ids, linked - ids
+        assert f'href="methods/{method}/seed-42.html"' in trust_html
+    hrefs = set(re.findall(r'href="(files/[^"#]+)"', trust_html))
+    assert any(h.startswith("files/tests/test_") for h in hrefs)
+    assert "files/src/litrepro/rlbp/audit.py" in hrefs and "files/src/litrepro/waypoint/registry.py" in hrefs
+    assert all((site / h).is_file() for h in hrefs), [h for h in hrefs if not (site / h).is_file()]
+
+
+def test_link_checks_links_only_known_names_outside_code_and_links():
+    text = ("`a_check` and `other` and [`a_check`](x.md)\n```python\nprint(`a_check`)\n```\n``a_check``")
+    out = book.link_checks(text, {"a_check"}, "../trust.html")
+    assert out.count('href="../trust.html#check-a_check"') == 1
+    assert "`other`" in out and "[`a_check`](x.md)" in out and "print(`a_check`)" in out and "``a_check``" in out
+
+
 def test_no_book_page_says_a_committed_study_is_missing_or_crashed(built):
     site, _ = built
     shown = {p.relative_to(site).as_posix(): m.group(0) for p in pages(site)
@@ -191,7 +216,8 @@ def test_the_trust_report_shows_each_fault_tests_committed_outcome(built):
     n = len(results["tests"])
     assert n > 100 and f"Their {n} fault tests in the full" in text and f"{n} passed." in text
     assert results["commit"] in text
-    lines = re.findall(r"<li><code>([^<]+)</code>: <span class=\"(\w+)\">([^<]+)</span></li>", text)
+    lines = re.findall(r"<li>(?:<a href=\"[^\"]+\">)?<code>([^<]+)</code>(?:</a>)?: <span class=\"(\w+)\">([^<]+)</span></li>",
+                       text)
     lines = [(html.unescape(t), c, o) for t, c, o in lines]
     assert {t for t, _, _ in lines} == set(results["tests"])
     assert all(o == results["tests"][t] and c == trust.OUTCOME_CLASS[o] for t, c, o in lines)

@@ -46,6 +46,40 @@ NOT_REGISTERED = "not registered"
 
 
 @dataclass
+class Links:
+    """Where the trust page's cells link to in the book: ``file(repo path)`` gives a page-relative URL of a
+    source or test file (or None), ``chapter(method)`` the method's chapter.  Without one, nothing is linked."""
+    file: Any = None
+    chapter: Any = None
+
+    def to_file(self, rel: str) -> str | None:
+        return self.file(rel) if self.file else None
+
+    def to_chapter(self, method: str) -> str | None:
+        return self.chapter(method) if self.chapter else None
+
+
+def module_file(module: str) -> str:
+    """The repository path of a ``litrepro`` module (``litrepro.rlbp.audit`` -> ``src/litrepro/rlbp/audit.py``)."""
+    return "src/" + module.replace(".", "/") + ".py"
+
+
+def check_names() -> set[str]:
+    """Every check name a trust row can have: those the rendered seeds record and those the registries name."""
+    names: set[str] = set()
+    for method in AUDIT_MODULES:
+        names |= set(seed_checks(method)[0])
+        guards, _ = registry(method)
+        names |= set(guards or {})
+    return names
+
+
+def test_file(node_id: str) -> str:
+    """The file of a pytest node id (``tests/test_x.py::test_y[...]`` -> ``tests/test_x.py``)."""
+    return node_id.partition("::")[0]
+
+
+@dataclass
 class StudyTally:
     """How often one check held in one study: ``held`` of ``records`` (a record is a ``unit``)."""
     study: str
@@ -243,13 +277,20 @@ def outcome(test: str, results: dict[str, Any]) -> str:
     return results["tests"].get(test, "not run")
 
 
-def faults_cell(row: CheckRow, results: dict[str, Any] | None = None) -> tuple[str, str]:
+def _code_link(text: str, href: str | None) -> str:
+    code = f"<code>{_e(text)}</code>"
+    return f'<a href="{_e(href)}">{code}</a>' if href else code
+
+
+def faults_cell(row: CheckRow, results: dict[str, Any] | None = None, links: Links | None = None) -> tuple[str, str]:
     """The fault tests of a check with each one's last committed outcome; "bad" when one did not pass."""
     if not row.fault_tests:
         return "<strong>no fault test</strong>", "bad"
     results = results if results is not None else {"tests": {}}
+    links = links or Links()
     outcomes = [outcome(t, results) for t in row.fault_tests]
-    items = "".join(f'<li><code>{_e(t)}</code>: <span class="{OUTCOME_CLASS.get(o, "bad")}">{_e(o)}</span></li>'
+    items = "".join(f'<li>{_code_link(t, links.to_file(test_file(t)))}: '
+                    f'<span class="{OUTCOME_CLASS.get(o, "bad")}">{_e(o)}</span></li>'
                     for t, o in zip(row.fault_tests, outcomes))
     passed = outcomes.count("passed")
     summary = (f'{len(row.fault_tests)} test{"s" if len(row.fault_tests) > 1 else ""}, '
@@ -366,8 +407,10 @@ def audit_report_sections() -> list[str]:
     return lines
 
 
-def report_markdown(rows: list[CheckRow], others: dict[str, list[str]], *, collected_with: str) -> str:
-    """The trust report page (MyST markdown with raw HTML tables)."""
+def report_markdown(rows: list[CheckRow], others: dict[str, list[str]], *, collected_with: str,
+                    links: Links | None = None) -> str:
+    """The trust report page (MyST markdown with raw HTML tables, and the checks again as searchable text)."""
+    links = links or Links()
     n = len(rows)
     by_method = {m: [r for r in rows if r.method == m] for m in AUDIT_MODULES}
     no_test = [r for r in rows if not r.fault_tests]
@@ -418,11 +461,18 @@ def report_markdown(rows: list[CheckRow], others: dict[str, list[str]], *, colle
                      else "no per-bug audit of this method is committed")
             seeds, seeds_cls = seeds_cell(r)
             studies, studies_cls = studies_cell(r)
-            faults, faults_cls = faults_cell(r, results)
+            faults, faults_cls = faults_cell(r, results, links)
+            chapter = links.to_chapter(method)
+            recorded = _e(", ".join(r.fields) or "study only")
+            if chapter and r.fields:
+                recorded = f'<a href="{_e(chapter)}">{recorded}</a>'
+            registry_href = links.to_file(module_file(AUDIT_MODULES[method]))
+            stage = _e(r.stage) + (f' (<a href="{_e(registry_href)}">registry</a>)'
+                                   if registry_href and r.stage != NOT_REGISTERED else "")
             table_rows.append([
                 (f'<code id="check-{_e(r.name)}">{_e(r.name)}</code>', r.name, ""),
-                (_e(", ".join(r.fields) or "study only"), ", ".join(r.fields), ""),
-                (_e(r.stage), r.stage, "neutral" if r.stage == NOT_REGISTERED else ""),
+                (recorded, ", ".join(r.fields), ""),
+                (stage, r.stage, "neutral" if r.stage == NOT_REGISTERED else ""),
                 (_e(r.recomputes), r.recomputes, ""),
                 (_e(seeds), seeds, seeds_cls),
                 (_e(studies), studies, studies_cls),
@@ -439,10 +489,20 @@ def report_markdown(rows: list[CheckRow], others: dict[str, list[str]], *, colle
                   "no recorded check.", "", "```{raw} html",
                   _table(["metric or name", "fault tests"],
                          [[(f"<code>{_e(k)}</code>", k, ""),
-                           (faults_cell(CheckRow("", k, [], "", "", {}, fault_tests=v), results)[0],
+                           (faults_cell(CheckRow("", k, [], "", "", {}, fault_tests=v), results, links)[0],
                             f"{len(v):06d}", "")]
                           for k, v in sorted(others.items())], "metric-faults"),
                   "```", ""]
+    lines += ["## Every check, as text", "",
+              "The tables above again, one line per check, so that the book's search finds a check, its stage and "
+              "its fault tests.", ""]
+    for method, method_rows in by_method.items():
+        lines += [f"### `{method}` checks", ""]
+        for r in method_rows:
+            tests = ", ".join(f"`{t}`" for t in r.fault_tests) or "no fault test"
+            lines.append(f"- `{r.name}`: guards {r.stage}; recomputes {r.recomputes or 'not stated'}; "
+                         f"fault tests: {tests}.")
+        lines.append("")
     lines += ["## Fault audits", "",
               "The last recorded independent fault audits, listed in `rendered/fault_audits.json`. An audit with a "
               "committed per-bug report is recounted from it (its bugs are listed below); the others are named with the "

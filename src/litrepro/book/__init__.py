@@ -59,6 +59,8 @@ STAMP = ".litrepro-book"
 #: The method chapters, in book order; a method is shown when rendered/<method>/seed-*.ipynb exist.
 METHODS = ("pinterest_rlbp", "waypoint_opd")
 FRONT_SEED = 42
+#: Files copied verbatim into the built site (``html_extra_path``): the sources and tests the trust report links.
+EXTRA = "_extra"
 #: MathJax 3 files the site needs (tex input with its autoloaded extensions, CommonHTML output and
 #: its fonts, the menu and assistive MathML), copied from the django-static-mathjax wheel.
 MATHJAX_PARTS = ("tex-mml-chtml.js", "input/tex/extensions", "output/chtml/fonts/woff-v2", "ui", "a11y")
@@ -181,6 +183,21 @@ class Linker:
             shutil.copyfile(real, dest)
         return book
 
+    def extra(self, repo_target: str) -> str | None:
+        """A repository file copied as-is to ``files/<path>`` of the built site (through ``html_extra_path``), for
+        raw-HTML links such as the trust report's; its site path, or None when it is not a file of the repository."""
+        try:
+            real = inside_repository(self.root / repo_target, self.root)
+        except BookError:
+            return None
+        if not real.is_file():
+            return None
+        dest = self.src / EXTRA / "files" / repo_target
+        if not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(real, dest)
+        return f"files/{repo_target}"
+
     def rewrite(self, text: str, repo_doc: str, book_doc: str) -> str:
         """Rewrite every relative markdown link of a document at ``repo_doc`` shown at ``book_doc``."""
         def sub(m: re.Match) -> str:
@@ -215,14 +232,30 @@ def _md_cell(text: str) -> dict:
     return {"cell_type": "markdown", "metadata": {}, "source": text}
 
 
+#: An inline code span (one backtick each side), not inside a markdown link's label.
+_CODE_SPAN = re.compile(r"(?<![`\[])`([A-Za-z_][A-Za-z0-9_.]*)`(?![`\]])")
+
+
+def link_checks(markdown: str, checks: set[str], trust_href: str) -> str:
+    """Each inline-code check name of ``markdown`` (outside fenced code) as a link to its trust-report row."""
+    parts = re.split(r"(^```.*?^```[ \t]*$)", markdown, flags=re.M | re.S)    # odd parts: fenced code, kept
+    for i in range(0, len(parts), 2):
+        parts[i] = _CODE_SPAN.sub(
+            lambda m: (f'<a class="litrepro-check" href="{trust_href}#check-{m.group(1)}"><code>{m.group(1)}</code></a>'
+                       if m.group(1) in checks else m.group(0)), parts[i])
+    return "".join(parts)
+
+
 def notebook_page(nb_path: Path, dest: Path, *, repo_doc: str, book_doc: str, linker: Linker, title_suffix: str,
-                  preface: str) -> None:
-    """Copy a rendered notebook into the book: its title tagged, a preface cell after it, links rewritten."""
+                  preface: str, checks: set[str] | frozenset[str] = frozenset()) -> None:
+    """Copy a rendered notebook into the book: its title tagged, a preface cell after it, links rewritten, and
+    every check name in its prose linked to its row of the trust report."""
     nb = repo_json(nb_path)
+    trust_href = posixpath.relpath("trust.html", posixpath.dirname(book_doc) or ".")
     for cell in nb["cells"]:
         if cell["cell_type"] == "markdown":
             source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-            cell["source"] = linker.rewrite(source, repo_doc, book_doc)
+            cell["source"] = link_checks(linker.rewrite(source, repo_doc, book_doc), set(checks), trust_href)
     first = nb["cells"][0] if nb["cells"] else None
     if first is not None and first["cell_type"] == "markdown" and first["source"].startswith("# "):
         head, _, rest = first["source"].partition("\n")
@@ -235,6 +268,9 @@ def notebook_page(nb_path: Path, dest: Path, *, repo_doc: str, book_doc: str, li
 
 def method_chapters(src: Path, linker: Linker) -> list[str]:
     """methods/<method>/seed-<N>.ipynb for every rendered seed; returns the chapters' docnames."""
+    from litrepro import trust
+
+    checks = trust.check_names()
     chapters = []
     for method in METHODS:
         seeds = _seed_notebooks(method)
@@ -254,7 +290,7 @@ def method_chapters(src: Path, linker: Linker) -> list[str]:
                 lines += ["", "```{toctree}", ":hidden:", "", *[f"seed-{s}" for s in others], "```"]
             notebook_page(nb, folder / nb.name, repo_doc=f"notebooks/{method}.ipynb",
                           book_doc=f"methods/{method}/{nb.name}", linker=linker, title_suffix=f" (seed {seed})",
-                          preface="\n".join(lines))
+                          preface="\n".join(lines), checks=checks)
         chapters.append(f"methods/{method}/seed-{seeds[0][0]}")
     return chapters
 
@@ -487,13 +523,15 @@ def study_pages(src: Path) -> list[str]:
 
 
 def summary_page(src: Path, linker: Linker) -> list[str]:
+    from litrepro import trust
+
     nb = RENDERED / "summary.ipynb"
     if not nb.is_file():
         return []
     notebook_page(nb, src / "summary.ipynb", repo_doc="notebooks/summary.ipynb", book_doc="summary.ipynb",
                   linker=linker, title_suffix="",
                   preface="> `rendered/summary.ipynb`, as `python -m litrepro run` executed it over every rendered "
-                          "seed; shown as committed.")
+                          "seed; shown as committed.", checks=trust.check_names())
     return ["summary"]
 
 
@@ -527,7 +565,7 @@ def reproducibility_page(src: Path, linker: Linker) -> list[str]:
     return ["reproducibility"]
 
 
-def trust_page(src: Path, registry_path: Path) -> list[str]:
+def trust_page(src: Path, registry_path: Path, linker: Linker | None = None) -> list[str]:
     from litrepro import trust
 
     try:
@@ -538,8 +576,13 @@ def trust_page(src: Path, registry_path: Path) -> list[str]:
         rows, others = trust.build_rows(registry)
     except (jsonbounds.JSONBoundsError, ValueError, RecursionError) as err:
         raise BookError(f"the trust report cannot be built: {' '.join(str(err).split())[:300]}") from None
+    links = None
+    if linker is not None:
+        front = {m: f"methods/{m}/seed-{FRONT_SEED}.html" for m in METHODS
+                 if (RENDERED / m / f"seed-{FRONT_SEED}.ipynb").is_file()}
+        links = trust.Links(file=linker.extra, chapter=front.get)
     _write(src / "trust.md", trust.report_markdown(
-        rows, others, collected_with="pytest tests --collect-only --guards-registry PATH"))
+        rows, others, collected_with="pytest tests --collect-only --guards-registry PATH", links=links))
     return ["trust"]
 
 
@@ -588,9 +631,11 @@ def external_resources(site: Path) -> list[str]:
 def generate(src: Path, registry_path: Path) -> list[str]:
     """Write the Sphinx source folder; returns the links (README, docs, notebooks) that lead to no file."""
     copy_static(src)
+    (src / EXTRA).mkdir(parents=True, exist_ok=True)
     linker = Linker(src)
     chapters = method_chapters(src, linker)
-    extra = study_pages(src) + summary_page(src, linker) + reproducibility_page(src, linker) + trust_page(src, registry_path)
+    extra = (study_pages(src) + summary_page(src, linker) + reproducibility_page(src, linker)
+             + trust_page(src, registry_path, linker))
     front_page(src, linker, chapters, extra)
     return linker.warnings
 

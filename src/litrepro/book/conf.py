@@ -8,7 +8,9 @@ project = "litrepro"
 author = "litrepro"
 copyright = "litrepro"
 extensions = ["myst_nb"]
-exclude_patterns = ["_build", "**.ipynb_checkpoints"]
+exclude_patterns = ["_build", "**.ipynb_checkpoints", "_extra"]
+# Source and test files the trust report links to, copied verbatim to files/ of the site.
+html_extra_path = ["_extra"]
 
 # MyST-NB: read the rendered notebooks as they are.
 nb_execution_mode = "off"
