@@ -75,6 +75,26 @@ def test_check_names_link_both_ways_between_chapters_trust_rows_and_tests(built)
     assert all((site / h).is_file() for h in hrefs), [h for h in hrefs if not (site / h).is_file()]
 
 
+def test_every_figure_has_an_alt_text_that_describes_it_not_a_file_name(built):
+    site, _ = built
+    alts = []
+    for page in pages(site):
+        for alt in re.findall(r'<img [^>]*alt="([^"]*)"', page.read_text(encoding="utf-8")):
+            alts.append((page.relative_to(site).as_posix(), alt))
+    assert len(alts) >= 20
+    bad = [(p, a) for p, a in alts if not a.strip() or a.endswith((".png", ".svg")) or "_images/" in a]
+    assert not bad, bad[:5]
+
+
+def test_describe_figures_names_the_section_and_the_prose_above():
+    cells = [{"cell_type": "markdown", "source": "## 4. The critic\n\nThe `value` head regresses on $r$. More."},
+             {"cell_type": "code", "source": "plot()", "outputs": [{"data": {"image/png": "x"}}]},
+             {"cell_type": "code", "source": "print()", "outputs": [{"text": "y"}]}]
+    book.describe_figures(cells)
+    assert cells[1]["metadata"]["mystnb"]["image"]["alt"] == "Figure in '4. The critic': The value head regresses on ."
+    assert "metadata" not in cells[2]
+
+
 def test_link_checks_links_only_known_names_outside_code_and_links():
     text = ("`a_check` and `other` and [`a_check`](x.md)\n```python\nprint(`a_check`)\n```\n``a_check``")
     out = book.link_checks(text, {"a_check"}, "../trust.html")

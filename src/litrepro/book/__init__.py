@@ -246,6 +246,44 @@ def link_checks(markdown: str, checks: set[str], trust_href: str) -> str:
     return "".join(parts)
 
 
+def _plain(markdown: str) -> str:
+    """Markdown as plain words for an alt text: no heading marks, code ticks, emphasis, math or link targets."""
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", markdown)
+    text = re.sub(r"\$\$.*?\$\$|\$[^$]*\$", "", text, flags=re.S)
+    text = re.sub(r"[#*`>]|(?<!\w)_|_(?!\w)", "", text)
+    return " ".join(text.split())
+
+
+def _first_sentence(markdown: str, limit: int = 220) -> str:
+    text = _plain(re.sub(r"^```.*?^```[ \t]*$", "", markdown, flags=re.M | re.S))
+    m = re.match(r"(.+?[.:!?])(?:\s|$)", text)
+    sentence = m.group(1) if m else text
+    return sentence if len(sentence) <= limit else sentence[: limit - 1].rstrip() + "…"
+
+
+def describe_figures(cells: list[dict]) -> None:
+    """Give every code cell that shows a picture an alt text (``mystnb.image.alt``): the section it is in and the
+    first sentence of the prose right above it, which says what the picture shows."""
+    heading, prose = "", ""
+    for cell in cells:
+        source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "markdown":
+            heads = [l for l in source.splitlines() if l.startswith("#")]
+            if heads:
+                heading = _plain(heads[-1])
+            body = "\n".join(l for l in source.splitlines() if not l.startswith("#")).strip()
+            prose = _first_sentence(body) if body else ""
+            continue
+        if cell["cell_type"] != "code" or not any(
+                "image/png" in (o.get("data") or {}) for o in cell.get("outputs", [])):
+            continue
+        pictures = sum("image/png" in (o.get("data") or {}) for o in cell.get("outputs", []))
+        alt = f"Figure in '{heading}'" + (f": {prose}" if prose else "") if heading else (prose or "Figure")
+        if pictures > 1:
+            alt += f" ({pictures} pictures)"
+        cell.setdefault("metadata", {}).setdefault("mystnb", {}).setdefault("image", {})["alt"] = alt
+
+
 def notebook_page(nb_path: Path, dest: Path, *, repo_doc: str, book_doc: str, linker: Linker, title_suffix: str,
                   preface: str, checks: set[str] | frozenset[str] = frozenset()) -> None:
     """Copy a rendered notebook into the book: its title tagged, a preface cell after it, links rewritten, and
@@ -256,6 +294,7 @@ def notebook_page(nb_path: Path, dest: Path, *, repo_doc: str, book_doc: str, li
         if cell["cell_type"] == "markdown":
             source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
             cell["source"] = link_checks(linker.rewrite(source, repo_doc, book_doc), set(checks), trust_href)
+    describe_figures(nb["cells"])
     first = nb["cells"][0] if nb["cells"] else None
     if first is not None and first["cell_type"] == "markdown" and first["source"].startswith("# "):
         head, _, rest = first["source"].partition("\n")
