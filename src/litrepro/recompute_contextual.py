@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from litrepro.recompute import _Ledger
+from litrepro.recompute import _Ledger, _run
 
 CONTEXTUAL_STUDY = "rendered/pinterest_rlbp/contextual_study.json"
 CONTEXTUAL_BUDGET = "rendered/pinterest_rlbp/contextual_budget.json"
@@ -280,13 +280,6 @@ def _check_contextual_diagnosis(d: Mapping[str, Any], L: _Ledger, budget: Mappin
 
 
 # --- entry points ----------------------------------------------------------------------------------
-
-def _run(file: str, fn, data: Mapping[str, Any]) -> _Ledger:
-    ledger = _Ledger(file)
-    with ledger.section("(structure)"):
-        fn(data, ledger)
-    return ledger
-
 
 def check_contextual_study(data: Mapping[str, Any]) -> list[str]:
     """Problems in ``contextual_study.json``'s summary and per-seed oracles (empty: all recomputed)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from litrepro.recompute import _Ledger, _mean
+from litrepro.recompute import _Ledger, _mean, _run
 
 D3RLPY = "rendered/pinterest_rlbp/d3rlpy_crosscheck.json"
 FIXED_GAIN_ACTION = 4
@@ -56,10 +56,7 @@ def _check_d3rlpy(d: Mapping[str, Any], L: _Ledger) -> None:
 
 def check_d3rlpy(data: Mapping[str, Any]) -> list[str]:
     """Problems in ``d3rlpy_crosscheck.json``'s summary against its per-seed values (empty: all recomputed)."""
-    ledger = _Ledger(D3RLPY)
-    with ledger.section("(structure)"):
-        _check_d3rlpy(data, ledger)
-    return ledger.problems
+    return _run(D3RLPY, _check_d3rlpy, data).problems
 
 
 def plan(load) -> list[tuple[str, Any]]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from litrepro.recompute import NO_DIFFERENCE, _holm, _is_number, _Ledger, _mean, _sample_sd
+from litrepro.recompute import NO_DIFFERENCE, _holm, _is_number, _Ledger, _mean, _run, _sample_sd
 
 EFFECT_STUDY = "rendered/waypoint_opd/effect_study.json"
 EFFECT_HOLM = "rendered/waypoint_opd/effect_holm.json"
@@ -114,18 +114,12 @@ def _check_effect_holm(d: Mapping[str, Any], L: _Ledger, study: Mapping[str, Any
 
 def check_effect_study(data: Mapping[str, Any]) -> list[str]:
     """Problems in ``effect_study.json``'s differences and condition means (empty: all recomputed)."""
-    ledger = _Ledger(EFFECT_STUDY)
-    with ledger.section("(structure)"):
-        _check_effect_study(data, ledger)
-    return ledger.problems
+    return _run(EFFECT_STUDY, _check_effect_study, data).problems
 
 
 def check_effect_holm(data: Mapping[str, Any], study: Mapping[str, Any] | None) -> list[str]:
     """Problems in ``effect_holm.json`` against the effect study's per-seed values."""
-    ledger = _Ledger(EFFECT_HOLM)
-    with ledger.section("(structure)"):
-        _check_effect_holm(data, ledger, study)
-    return ledger.problems
+    return _run(EFFECT_HOLM, lambda d, L: _check_effect_holm(d, L, study), data).problems
 
 
 def plan(load) -> list[tuple[str, Any]]:
