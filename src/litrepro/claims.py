@@ -238,8 +238,9 @@ def headline_rlbp_study(root: Path) -> str:
     best_action, best_n = max(counts.items(), key=lambda kv: kv[1])
     n = b["n_seeds"]
     steps = b["provenance"]["parameters"]["critic_steps"]
-    out = [f"`pinterest_rlbp`, {n} seeds, every critic backup at the seed's budget of {steps} critic steps, on the same data "
-           f"and evaluation days (`rendered/pinterest_rlbp/backup_study.json`; the budget study above varies the budget). "
+    out = [f"`pinterest_rlbp`, {n} seeds, every critic backup at our default budget of {steps} critic steps (the seed file records no budget), on "
+           f"the same data and evaluation days (`rendered/pinterest_rlbp/backup_study.json`; the budget study in "
+           f"docs/pinterest_rlbp.md varies the budget). "
            f"Paired per-seed differences of the true value "
            f"(the simulator's mean fused reward per decision), 95% t intervals, bounds rounded outward.",
            "",
@@ -346,7 +347,7 @@ def rlbp_backups(root: Path) -> str:
                 prose.direction(s["learned_minus_fixed"])] for s in b["scaling"]]
     room = [_row_line(r, r["comparison"].replace(" - ", " − ")) for r in b["headroom"]["oracle_minus_fixed"]]
     return "\n".join([
-        f"{b['n_seeds']} seeds (`rendered/pinterest_rlbp/backup_study.json`), every critic at the seed's "
+        f"{b['n_seeds']} seeds (`rendered/pinterest_rlbp/backup_study.json`), every critic at our default "
         f"{b['provenance']['parameters']['critic_steps']} critic steps (the budget study varies them); paired 95% t "
         "intervals, bounds rounded outward."
         + ("" if not b.get("refused_arms") else " Refused, with no interval written (a check failed on a seed): "
@@ -366,7 +367,7 @@ def rlbp_policy_comparison(root: Path) -> str:
     p = load(root, "rendered/pinterest_rlbp/policy_comparison.json")
     rows = [[r["comparison"].replace(" - ", " − "), f"`{r['metric']}`", prose.estimate(r), prose.direction(r)]
             for r in p["comparisons"]]
-    return (f"`{p['backup']}` backup at the seed's {p['provenance']['parameters']['critic_steps']} critic steps (the "
+    return (f"`{p['backup']}` backup at our default {p['provenance']['parameters']['critic_steps']} critic steps (the "
             f"budget study varies them), {p['n_seeds']} seeds (`rendered/pinterest_rlbp/policy_comparison.json`).\n\n"
             + _table(["difference", "metric", "estimate", "reads"], rows))
 
@@ -866,7 +867,7 @@ def headline_why(root: Path) -> str:
     from litrepro.rlbp import diagnosis
 
     return "\n".join([
-        f"`pinterest_rlbp` at the seed's {diag['provenance']['parameters']['critic_steps']} critic steps: arms that change the critic's or the actor's training "
+        f"`pinterest_rlbp` at our default {diag['provenance']['parameters']['critic_steps']} critic steps: arms that change the critic's or the actor's training "
         f"({', '.join(f'`{a}`' for a in diagnosis.ARMS if a != 'max_min' and a not in diagnosis.SEVERAL)} one setting each; "
         f"{', '.join(f'`{a}`' for a in diagnosis.SEVERAL)} several at once), on the same data, evaluation days and draws "
         f"as `max_min`, {diag['n_seeds']} seeds (`{DIAGNOSIS}`); all are our reconstructions. The placebo is `max_min` "
@@ -905,7 +906,7 @@ def _budget_headline_table(data: dict) -> str:
         g = next(x for x in s["grid"] if x["backup"] == b and x["steps"] == bs.SEED_BUDGET)
         c = next(x for x in s["converged"] if x["backup"] == b)
         picks = sorted(c["picks"].values())
-        rows.append([f"`{b}`", f"{bs.SEED_BUDGET} (the seed's)", *cells(g)])
+        rows.append([f"`{b}`", f"{bs.SEED_BUDGET} (our default)", *cells(g)])
         rows.append([f"`{b}`", f"TD rule ({picks[0]}–{picks[-1]})", *cells(c)])
     return _table(["critic backup", "critic steps", "− untuned default", "reads", "− offline-tuned constant", "reads",
                    "− best constant in hindsight", "reads"], rows)
