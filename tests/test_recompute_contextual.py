@@ -15,18 +15,13 @@ import pytest
 from litrepro import recompute as rc
 from litrepro import recompute_contextual as rcc
 from litrepro.paths import ROOT
+from study_json import load, names
 
-
-def _load(rel: str) -> dict:
-    path = ROOT / rel
-    if not path.is_file():
-        pytest.skip(f"{rel} is not present")
-    return json.loads(path.read_text())
 
 
 @pytest.fixture(scope="module")
 def committed() -> dict:
-    return {name: _load(rel) for name, rel in (("study", rcc.CONTEXTUAL_STUDY), ("budget", rcc.CONTEXTUAL_BUDGET),
+    return {name: load(rel) for name, rel in (("study", rcc.CONTEXTUAL_STUDY), ("budget", rcc.CONTEXTUAL_BUDGET),
                                                 ("diagnosis", rcc.CONTEXTUAL_DIAGNOSIS))}
 
 
@@ -45,9 +40,6 @@ def diagnosis(committed) -> dict:
     return copy.deepcopy(committed["diagnosis"])
 
 
-def _names(problems: list[str], field: str) -> bool:
-    return any(field in p for p in problems)
-
 
 def test_the_committed_contextual_files_recompute_and_are_covered(committed):
     assert rcc.check_contextual_study(committed["study"]) == []
@@ -63,23 +55,23 @@ def test_the_committed_contextual_files_recompute_and_are_covered(committed):
 def test_study_moved_bound_and_wrong_verdict(study):
     row = study["summary"]["comparisons"]["learned_3000_minus_fixed_gain"]
     row["ci95_low"] -= 0.001
-    assert _names(rcc.check_contextual_study(study), "learned_3000_minus_fixed_gain.ci95_low")
+    assert names(rcc.check_contextual_study(study), "learned_3000_minus_fixed_gain.ci95_low")
     row = study["summary"]["comparisons"]["learned_3000_minus_best_constant"]
     row["verdict"] = ">0" if row["verdict"] != ">0" else "<0"
-    assert _names(rcc.check_contextual_study(study), "learned_3000_minus_best_constant.verdict")
+    assert names(rcc.check_contextual_study(study), "learned_3000_minus_best_constant.verdict")
 
 
 def test_study_comparison_against_the_wrong_baseline(study):
     row = study["summary"]["comparisons"]["campaign_table_minus_best_constant"]
     row["baseline"] = "fixed_gain"                          # the label says best_constant, the figure is another
     problems = rcc.check_contextual_study(study)
-    assert _names(problems, "campaign_table_minus_best_constant.key")
-    assert _names(problems, "campaign_table_minus_best_constant.mean_difference")
+    assert names(problems, "campaign_table_minus_best_constant.key")
+    assert names(problems, "campaign_table_minus_best_constant.mean_difference")
 
 
 def test_study_dropped_comparison(study):
     del study["summary"]["comparisons"]["learned_600_minus_fixed_gain"]
-    assert _names(rcc.check_contextual_study(study), "missing ['learned_600_minus_fixed_gain']")
+    assert names(rcc.check_contextual_study(study), "missing ['learned_600_minus_fixed_gain']")
 
 
 def test_study_state_gain_against_the_other_mix(study):
@@ -87,25 +79,25 @@ def test_study_state_gain_against_the_other_mix(study):
     other = study["summary"]["state_gain"]["learned_3000/within_campaign_gain"]
     for k in ("mean_difference", "ci95_low", "ci95_high"):
         row[k] = other[k]
-    assert _names(rcc.check_contextual_study(study), "learned_3000/state_gain.mean_difference")
+    assert names(rcc.check_contextual_study(study), "learned_3000/state_gain.mean_difference")
 
 
 def test_study_tuned_action_and_oracles_per_seed(study):
     r = study["per_seed"][3]
     r["tuned_action"] = (r["tuned_action"] + 1) % 9
     problems = rcc.check_contextual_study(study)
-    assert _names(problems, f"per_seed[{r['seed']}].tuned_action")
-    assert _names(problems, "summary.tuned_actions")
+    assert names(problems, f"per_seed[{r['seed']}].tuned_action")
+    assert names(problems, "summary.tuned_actions")
     r = study["per_seed"][5]
     r["arms"]["fixed_gain"] = r["constants_eval"][5]        # the default read at the wrong action
-    assert _names(rcc.check_contextual_study(study), f"per_seed[{r['seed']}].arms.fixed_gain")
+    assert names(rcc.check_contextual_study(study), f"per_seed[{r['seed']}].arms.fixed_gain")
 
 
 def test_study_interior_flag_and_tally(study):
     r = study["per_seed"][0]
     r["landscape"]["best_constant_interior"] = not r["landscape"]["best_constant_interior"]
     problems = rcc.check_contextual_study(study)
-    assert _names(problems, "landscape.best_constant_interior") and _names(problems, "summary.interior")
+    assert names(problems, "landscape.best_constant_interior") and names(problems, "summary.interior")
 
 
 def test_study_estimator_tallies(study):
@@ -113,18 +105,18 @@ def test_study_estimator_tallies(study):
     ope["coverage"]["k"] += 1
     ope["ranks_three"]["n"] *= 3                              # "k of n" over the wrong n
     problems = rcc.check_contextual_study(study)
-    assert _names(problems, "summary.ope.ips.coverage") and _names(problems, "summary.ope.ips.ranks_three")
+    assert names(problems, "summary.ope.ips.coverage") and names(problems, "summary.ope.ips.ranks_three")
 
 
 def test_study_estimator_bias_of_the_wrong_role(study):
     bias = study["summary"]["ope"]["snips"]["bias"]
     bias["learned"], bias["default"] = bias["default"], bias["learned"]
-    assert _names(rcc.check_contextual_study(study), "summary.ope.snips.bias.learned.mean")
+    assert names(rcc.check_contextual_study(study), "summary.ope.snips.bias.learned.mean")
 
 
 def test_study_regret_of_the_wrong_pick(study):
     study["summary"]["ope"]["pdis"]["pick_regret"]["mean"] += 1e-3
-    assert _names(rcc.check_contextual_study(study), "summary.ope.pdis.pick_regret.mean")
+    assert names(rcc.check_contextual_study(study), "summary.ope.pdis.pick_regret.mean")
 
 
 # --- contextual_budget.json --------------------------------------------------------------------------
@@ -132,7 +124,7 @@ def test_study_regret_of_the_wrong_pick(study):
 def test_budget_rule_counts_and_rule_arm(budget, committed):
     counts = budget["summary"]["rule_budgets"]["max_min"]
     counts["6000"], counts["3000"] = counts["6000"] - 1, counts["3000"] + 1
-    assert _names(rcc.check_contextual_budget(budget, committed["study"]), "summary.rule_budgets.max_min")
+    assert names(rcc.check_contextual_budget(budget, committed["study"]), "summary.rule_budgets.max_min")
 
 
 def test_budget_rule_that_takes_the_largest_budget_is_caught(budget, committed):
@@ -143,7 +135,7 @@ def test_budget_rule_that_takes_the_largest_budget_is_caught(budget, committed):
     row = budget["summary"]["arms"]["expected_sarsa_rule"]
     t = rc.t_interval(values)
     row.update(mean=t["mean"], ci95_low=t["low"], ci95_high=t["high"], se=t["se"])
-    assert _names(rcc.check_contextual_budget(budget, committed["study"]), "summary.arms.expected_sarsa_rule.mean")
+    assert names(rcc.check_contextual_budget(budget, committed["study"]), "summary.arms.expected_sarsa_rule.mean")
 
 
 def test_budget_population_sd_is_caught(budget, committed, monkeypatch):
@@ -162,18 +154,18 @@ def test_budget_population_sd_is_caught(budget, committed, monkeypatch):
 
     monkeypatch.setattr(stats, "paired_ci", population)
     budget["summary"] = cb.summarise(budget["per_seed"], cb.BudgetSettings(), committed["study"])
-    assert _names(rcc.check_contextual_budget(budget, committed["study"]), "ci95_low")
+    assert names(rcc.check_contextual_budget(budget, committed["study"]), "ci95_low")
 
 
 def test_budget_replication_tally(budget, committed):
     study = copy.deepcopy(committed["study"])
     study["per_seed"][2]["arms"]["learned_600"] += 1e-6       # one seed no longer reproduces
-    assert _names(rcc.check_contextual_budget(budget, study), "summary.replication.k")
+    assert names(rcc.check_contextual_budget(budget, study), "summary.replication.k")
 
 
 def test_budget_heldout_loss_interval(budget, committed):
     budget["summary"]["heldout_td_loss"]["none_600"]["ci95_high"] *= 1.01
-    assert _names(rcc.check_contextual_budget(budget, committed["study"]), "heldout_td_loss.none_600.ci95_high")
+    assert names(rcc.check_contextual_budget(budget, committed["study"]), "heldout_td_loss.none_600.ci95_high")
 
 
 # --- contextual_diagnosis.json -----------------------------------------------------------------------
@@ -183,25 +175,25 @@ def test_diagnosis_paired_with_the_wrong_budget(diagnosis, committed):
     key = "top_1_6000_minus_max_min"
     diagnosis["summary"]["comparisons"][key]["baseline"] = "max_min_600"
     problems = rcc.check_contextual_diagnosis(diagnosis, committed["budget"])
-    assert _names(problems, f"{key}.key")
+    assert names(problems, f"{key}.key")
 
 
 def test_diagnosis_moved_bound_and_missing_row(diagnosis, committed):
     diagnosis["summary"]["comparisons"]["sync_1_6000_minus_placebo"]["ci95_high"] += 1e-4
     del diagnosis["summary"]["comparisons"]["gamma_0.5_600_minus_fixed_gain"]
     problems = rcc.check_contextual_diagnosis(diagnosis, committed["budget"])
-    assert _names(problems, "sync_1_6000_minus_placebo.ci95_high")
-    assert _names(problems, "missing ['gamma_0.5_600_minus_fixed_gain']")
+    assert names(problems, "sync_1_6000_minus_placebo.ci95_high")
+    assert names(problems, "missing ['gamma_0.5_600_minus_fixed_gain']")
 
 
 def test_diagnosis_that_does_not_reproduce_the_budget_study(diagnosis, committed):
     diagnosis["per_seed"][0]["arms"]["max_min_600"] += 1e-3
     problems = rcc.check_contextual_diagnosis(diagnosis, committed["budget"])
-    assert _names(problems, "arms.max_min_600") and _names(problems, "summary.replicated")
-    assert _names(rcc.check_contextual_diagnosis(diagnosis, None), "is missing")
+    assert names(problems, "arms.max_min_600") and names(problems, "summary.replicated")
+    assert names(rcc.check_contextual_diagnosis(diagnosis, None), "is missing")
 
 
 def test_diagnosis_state_gain_verdict(diagnosis, committed):
     row = diagnosis["summary"]["state_gain"]["top_1_6000"]
     row["verdict"] = "no detectable difference" if row["verdict"] != "no detectable difference" else ">0"
-    assert _names(rcc.check_contextual_diagnosis(diagnosis, committed["budget"]), "state_gain.top_1_6000.verdict")
+    assert names(rcc.check_contextual_diagnosis(diagnosis, committed["budget"]), "state_gain.top_1_6000.verdict")

@@ -9,6 +9,7 @@ import pytest
 
 from litrepro import recompute_d3rlpy as rd
 from litrepro.paths import ROOT
+from study_json import load, names
 
 
 @pytest.fixture()
@@ -18,9 +19,6 @@ def data() -> dict:
         pytest.skip(f"{rd.D3RLPY} is not present")
     return copy.deepcopy(json.loads(path.read_text()))
 
-
-def _names(problems: list[str], field: str) -> bool:
-    return any(field in p for p in problems)
 
 
 def test_the_committed_file_recomputes(data):
@@ -34,7 +32,7 @@ def test_a_row_against_the_held_out_value_is_caught(data):
     d = [r["algos"][row["algo"]]["checkpoints"][str(row["steps"])]["true_value_heldout"] - r["best_constant"]
          for r in rows]
     row["minus_best_constant"]["mean_difference"] = sum(d) / len(d)
-    assert _names(rd.check_d3rlpy(data), "summary.rows[4]")
+    assert names(rd.check_d3rlpy(data), "summary.rows[4]")
 
 
 def test_a_wrong_best_constant_or_fixed_gain_is_caught(data):
@@ -42,7 +40,7 @@ def test_a_wrong_best_constant_or_fixed_gain_is_caught(data):
     r["fixed_gain"] = r["constant"][3]
     r["best_constant_action"] = 7
     problems = rd.check_d3rlpy(data)
-    assert _names(problems, ".fixed_gain") and _names(problems, ".best_constant_action")
+    assert names(problems, ".fixed_gain") and names(problems, ".best_constant_action")
 
 
 def test_shares_verdict_and_missing_row(data):
@@ -50,5 +48,5 @@ def test_shares_verdict_and_missing_row(data):
     data["summary"]["headroom"]["verdict"] = "no detectable difference"
     del data["summary"]["rows"][-1]
     problems = rd.check_d3rlpy(data)
-    assert _names(problems, "mean_action_shares[8]") and _names(problems, "summary.headroom.verdict")
-    assert _names(problems, "learner x checkpoint): missing")
+    assert names(problems, "mean_action_shares[8]") and names(problems, "summary.headroom.verdict")
+    assert names(problems, "learner x checkpoint): missing")

@@ -13,18 +13,13 @@ import pytest
 
 from litrepro import recompute_waypoint as rw
 from litrepro.paths import ROOT
+from study_json import load, names
 
-
-def _load(rel: str) -> dict:
-    path = ROOT / rel
-    if not path.is_file():
-        pytest.skip(f"{rel} is not present")
-    return json.loads(path.read_text())
 
 
 @pytest.fixture(scope="module")
 def committed() -> dict:
-    return {"study": _load(rw.EFFECT_STUDY), "holm": _load(rw.EFFECT_HOLM)}
+    return {"study": load(rw.EFFECT_STUDY), "holm": load(rw.EFFECT_HOLM)}
 
 
 @pytest.fixture()
@@ -37,9 +32,6 @@ def holm(committed) -> dict:
     return copy.deepcopy(committed["holm"])
 
 
-def _names(problems: list[str], field: str) -> bool:
-    return any(field in p for p in problems)
-
 
 def test_the_committed_files_recompute(committed):
     assert rw.check_effect_study(committed["study"]) == []
@@ -48,7 +40,7 @@ def test_the_committed_files_recompute(committed):
 
 def test_a_moved_difference_bound_is_caught(study):
     study["differences"][7]["ci95_high"] += 1e-6
-    assert _names(rw.check_effect_study(study), "differences[7]")
+    assert names(rw.check_effect_study(study), "differences[7]")
 
 
 def test_a_difference_of_the_wrong_condition_is_caught(study):
@@ -56,19 +48,19 @@ def test_a_difference_of_the_wrong_condition_is_caught(study):
     row = study["differences"][0]
     row["student_start"] = "waypoint0" if row["student_start"] == "independent" else "independent"
     problems = rw.check_effect_study(study)
-    assert _names(problems, "differences[0]") and _names(problems, "missing")
+    assert names(problems, "differences[0]") and names(problems, "missing")
 
 
 def test_a_dropped_difference_is_caught(study):
     del study["differences"][3]
-    assert _names(rw.check_effect_study(study), "differences (condition x comparison x metric): missing")
+    assert names(rw.check_effect_study(study), "differences (condition x comparison x metric): missing")
 
 
 def test_a_condition_mean_of_the_last_seed_is_caught(study):
     row = study["condition_means"][2]
     cond = [r for r in study["per_seed"] if all(r[k] == row[k] for k in rw.KEYS)]
     row["mean_gate"] = max(cond, key=lambda r: r["seed"])["mean_gate"]
-    assert _names(rw.check_effect_study(study), "condition_means[2].mean_gate")
+    assert names(rw.check_effect_study(study), "condition_means[2].mean_gate")
 
 
 def test_holm_without_the_step_down_maximum_is_caught(holm, committed):
@@ -81,7 +73,7 @@ def test_holm_without_the_step_down_maximum_is_caught(holm, committed):
         changed += plain != r["p_holm"]
         r["p_holm"] = plain
     assert changed
-    assert _names(rw.check_effect_holm(holm, committed["study"]), ".p_holm")
+    assert names(rw.check_effect_holm(holm, committed["study"]), ".p_holm")
 
 
 def test_holm_words_and_interval(holm, committed):
@@ -90,7 +82,7 @@ def test_holm_words_and_interval(holm, committed):
     other = next(r for r in holm["rows"] if r is not row)
     other["holm_low"] = other["ci95_low"]                  # the raw bound shown as the adjusted one
     problems = rw.check_effect_holm(holm, committed["study"])
-    assert _names(problems, ".holm_reads") and _names(problems, ".holm_low")
+    assert names(problems, ".holm_reads") and names(problems, ".holm_low")
 
 
 def test_holm_effect_sizes_with_the_population_sd(holm, committed):
@@ -98,11 +90,11 @@ def test_holm_effect_sizes_with_the_population_sd(holm, committed):
     for r in holm["rows"]:
         if r["effect_size_dz"] is not None:
             r["effect_size_dz"] *= ((n - 1) / n) ** -0.5
-    assert _names(rw.check_effect_holm(holm, committed["study"]), ".effect_size_dz")
+    assert names(rw.check_effect_holm(holm, committed["study"]), ".effect_size_dz")
 
 
 def test_holm_raw_words_and_missing_source(holm, committed):
     row = next(r for r in holm["rows"] if r["raw_reads"] == "no detectable difference")
     row["raw_reads"] = "higher" if row["mean_difference"] > 0 else "lower"
-    assert _names(rw.check_effect_holm(holm, committed["study"]), ".raw_reads")
-    assert _names(rw.check_effect_holm(holm, None), "is missing")
+    assert names(rw.check_effect_holm(holm, committed["study"]), ".raw_reads")
+    assert names(rw.check_effect_holm(holm, None), "is missing")
