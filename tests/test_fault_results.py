@@ -6,9 +6,7 @@ import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
-import pytest
 
 from litrepro import fault_results, trust
 from litrepro.paths import ROOT

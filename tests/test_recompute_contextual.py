@@ -7,14 +7,12 @@ re-summarises its per-seed rows with a faulty study function, and asserts that t
 from __future__ import annotations
 
 import copy
-import json
 
 import numpy as np
 import pytest
 
 from litrepro import recompute as rc
 from litrepro import recompute_contextual as rcc
-from litrepro.paths import ROOT
 from study_json import load, names
 
 

@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 import copy
-import json
 
 import pytest
 
 from litrepro import recompute_d3rlpy as rd
-from litrepro.paths import ROOT
 from study_json import load, names
 
 
 @pytest.fixture()
 def data() -> dict:
-    path = ROOT / rd.D3RLPY
-    if not path.is_file():
-        pytest.skip(f"{rd.D3RLPY} is not present")
-    return copy.deepcopy(json.loads(path.read_text()))
-
+    return copy.deepcopy(load(rd.D3RLPY))
 
 
 def test_the_committed_file_recomputes(data):

@@ -7,12 +7,10 @@ with a faulty adjustment, and asserts that the check names the field.
 from __future__ import annotations
 
 import copy
-import json
 
 import pytest
 
 from litrepro import recompute_waypoint as rw
-from litrepro.paths import ROOT
 from study_json import load, names
 
 
