@@ -773,8 +773,8 @@ def _recorded_file(root: Path, data: Mapping[str, Any]) -> Path | None:
 
 
 def _ledgers(root: Path) -> list[_Ledger]:
-    from litrepro import (recompute_contextual, recompute_d3rlpy, recompute_rlbp, recompute_transfer,
-                          recompute_waypoint)
+    from litrepro import (recompute_calibration, recompute_contextual, recompute_d3rlpy, recompute_rlbp,
+                          recompute_transfer, recompute_waypoint)
 
     def load(file: str) -> Any:
         try:
@@ -786,7 +786,7 @@ def _ledgers(root: Path) -> list[_Ledger]:
     plan = [(DIAGNOSIS, _check_diagnosis), (TD_CALIBRATION, None), (DOSE_RESPONSE, _check_dose_response),
             (BACKUP_STUDY, _check_backup_study), *recompute_contextual.plan(load),
             *recompute_waypoint.plan(load), *recompute_d3rlpy.plan(load), *recompute_rlbp.plan(load),
-            *recompute_transfer.plan(load)]
+            *recompute_transfer.plan(load), *recompute_calibration.plan(load)]
     for file, fn in plan:
         path = Path(root) / file
         if not path.is_file():
