@@ -7,7 +7,8 @@ brings every PNG in ``rendered/`` in line with the JSON beside it, in a few seco
 
 * ``pinterest_rlbp/``: ``policy_comparison.png``, ``lambda_frontier.png``, ``backup_study.png``
   (from ``policy_comparison.json``, ``lambda_frontier.json``, ``backup_study.json``) and the
-  runner's ``td_loss_*.png`` and ``ips_vs_truth.png`` (from ``seed-*.json``);
+  runner's ``td_loss_*.png`` and ``ips_vs_truth.png`` (from ``seed-*.json``), and ``budget_study.png``
+  (from ``budget_study.json``);
 * ``waypoint_opd/``: ``effect_study.png`` (from ``effect_study.json``) and the runner's
   ``teacher_rl_reward.png`` and ``opd_comparison_*.png`` (from ``seed-*.json``).
 
@@ -58,6 +59,12 @@ def figures() -> dict[str, Callable[[], dict[str, Figure] | None]]:
             out["pinterest_rlbp/backup_study.png"] = study.backup_plot(backup)
         return out
 
+    def rlbp_budget():
+        from litrepro.studies import rlbp_budget as budget
+
+        data = _json(budget.PATH)
+        return None if data is None else {"pinterest_rlbp/budget_study.png": budget.plot(data)}
+
     def waypoint_study():
         data = _json(effect_study.PATH)
         return None if data is None else {"waypoint_opd/effect_study.png": effect_study.plot(data)}
@@ -70,7 +77,7 @@ def figures() -> dict[str, Callable[[], dict[str, Figure] | None]]:
             return {f"{method}/{name}": fig for name, fig in methods.get(method).plot_function()(results).items()}
         return build
 
-    return {"rlbp-study": rlbp_studies, "effect-study": waypoint_study,
+    return {"rlbp-study": rlbp_studies, "rlbp-budget": rlbp_budget, "effect-study": waypoint_study,
             "pinterest_rlbp": runner("pinterest_rlbp"), "waypoint_opd": runner("waypoint_opd")}
 
 

@@ -171,6 +171,10 @@ def test_the_reading_against_the_state_dependent_oracle_needs_the_bounds_apart(t
     assert text.startswith("So in this market") and "at most +0.0046" in text and "the +0.040 that" in text
     contextual["summary"]["comparisons"]["campaign_table_minus_best_constant"]["ci95_low"] = 0.004
     assert not budget.findings(data, contextual)[-1].startswith("So in this market")
+    contextual["summary"]["state_gain"] = {"campaign_table/within_campaign_gain": {
+        "mean_difference": 0.019, "ci95_low": 0.018, "ci95_high": 0.021}}
+    within = budget.findings(data, contextual)[-1]
+    assert within.startswith("The part that reacting inside a campaign") and "[+0.018, +0.021]" in within
 
 
 def test_the_study_script_refuses_bad_seeds_in_one_line(capsys):

@@ -892,7 +892,7 @@ BUDGET = "rendered/pinterest_rlbp/budget_study.json"
 
 
 def _budget_headline_table(data: dict) -> str:
-    """The learned bidder at the seed's budget and at the converged budget against the three practitioner baselines."""
+    """The learned bidder at our default budget and at the converged budget against the three practitioner baselines."""
     from litrepro.studies import rlbp_budget as bs
 
     s = data["summary"]

@@ -9,7 +9,7 @@ seed market's counterfactual day values, which the contextual market does not pr
 ``gamma_0`` is the ``none`` backup, which the budget study runs.  **Everything here is our reconstruction.**
 
 Per seed (:func:`run_seed`), on the contextual study's world, days, logs and named streams: each arm at the
-seed's 600 critic steps and at the budget study's largest budget, scored in the simulator's truth with the
+default 600 critic steps (ours; the seed file records none) and at the budget study's largest budget, scored in the simulator's truth with the
 same top-k draws (``truth/learned_<B>``) as the budget study's arms, so each arm pairs with the budget study's
 ``max_min`` and ``placebo`` at equal budget.  ``max_min`` at 600 steps is re-run here and must equal the
 budget study's value exactly (:func:`summarise` refuses otherwise).

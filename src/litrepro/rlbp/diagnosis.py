@@ -1,4 +1,4 @@
-"""Why the learned bidder trails the fixed gain at the seed's budget: arms that change the critic's training.
+"""Why the learned bidder trails the fixed gain at our default budget (600 critic steps; the seed file records none): arms that change the critic's training.
 
 On 20 seeds the learned ``max_min`` policy at 600 critic steps trails the fixed gain
 (action 4) while the constant action 8 (both gains doubled) beats it (``backup_study.json``).

@@ -46,7 +46,7 @@ BACKUPS: dict[str, dict] = {"max_min": {}, "fused_greedy": {"critic_backup": "fu
                             "none": {"critic_backup": "none"},
                             "expected_sarsa": {"critic_backup": "policy", "policy_rounds": 1}}
 BUDGETS = (600, 1500, 3000, 6000, 12000)
-SEED_BUDGET = BUDGETS[0]           # the seed runs' critic_steps (the smallest budget of the grid)
+SEED_BUDGET = BUDGETS[0]           # our per-seed notebooks' critic_steps (the grid's smallest; the seed file records none)
 #: (logged days, critic steps): steps in proportion to the data (600 steps per 4 days).
 SCALING = ((8, 1200), (16, 2400))
 SCALING_BACKUPS = ("max_min", "expected_sarsa")
@@ -274,7 +274,7 @@ def findings(data: Mapping[str, Any]) -> list[str]:
     out = [f"Every arm is run on the same data, evaluation days and draws over {n} seeds; differences are paired 95% t "
            "intervals, each at 95% on its own; the budgets, the convergence rule, the tuned constant and every backup but "
            "max_min are our reconstruction."]
-    out.append(f"At the seed's budget ({SEED_BUDGET} critic steps) the learned max_min policy is "
+    out.append(f"At our default budget ({SEED_BUDGET} critic steps; the seed file records no budget) the learned max_min policy is "
                f"{_words(seed_row['minus_fixed_gain'], 'the untuned default')}, "
                f"{_words(seed_row['minus_tuned_constant'], 'the offline-tuned constant')} and "
                f"{_words(seed_row['minus_best_constant'], 'the best constant in hindsight')}.")
@@ -352,7 +352,7 @@ def plot(data: Mapping[str, Any]):
     left.axvline(SEED_BUDGET, color="0.5", lw=0.8, ls=":")
     left.set_xscale("log")
     left.set_xticks(list(BUDGETS), [str(n) for n in BUDGETS])
-    left.set(xlabel="critic steps (log scale; dotted: the seed's 600)",
+    left.set(xlabel="critic steps (log scale; dotted: our default, 600)",
              ylabel="learned − untuned default (true value)",
              title=f"learned policy against the critic's budget, 95% paired bands (n = {data['n_seeds']})")
     left.legend(fontsize=7, loc="lower right", ncol=2)

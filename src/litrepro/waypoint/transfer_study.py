@@ -543,7 +543,7 @@ def findings(data: Mapping[str, Any]) -> list[str]:
     for m, arm in sorted(FRONTIER.items()):
         if arm in data["per_arm"]:
             t, v = data["per_arm"][arm]["tf_final"], data["per_arm"][arm]["nll_change"]
-            seed_lr = " (the seed's learning rate)" if math.isclose(m * cfg["lr"], WaypointConfig().student_lr) else ""
+            seed_lr = " (our per-seed notebooks' learning rate; the seed file records none)" if math.isclose(m * cfg["lr"], WaypointConfig().student_lr) else ""
             sweep.append(f"x{m:g}{seed_lr} {fmt_ci(t['ci95_low'], t['ci95_high'])} with NLL change "
                          f"{fmt_ci(v['ci95_low'], v['ci95_high'])}")
     out.append("Final-only along the learning-rate sweep, transfer at the last update: " + "; ".join(sweep) + ".")
