@@ -65,10 +65,14 @@ def test_coverage_is_not_vacuous():
     cov = rc.coverage(ROOT)
     from litrepro import recompute_contextual as rcc
     from litrepro import recompute_d3rlpy as rd
+    from litrepro import recompute_calibration as rca
+    from litrepro import recompute_rlbp as rr
+    from litrepro import recompute_transfer as rt
     from litrepro import recompute_waypoint as rw
 
     files = (rc.DIAGNOSIS, rc.TD_CALIBRATION, rc.DOSE_RESPONSE, rc.BACKUP_STUDY, rcc.CONTEXTUAL_STUDY,
-             rcc.CONTEXTUAL_BUDGET, rcc.CONTEXTUAL_DIAGNOSIS, rw.EFFECT_STUDY, rw.EFFECT_HOLM, rd.D3RLPY)
+             rcc.CONTEXTUAL_BUDGET, rcc.CONTEXTUAL_DIAGNOSIS, rw.EFFECT_STUDY, rw.EFFECT_HOLM, rd.D3RLPY,
+             rr.POLICY_COMPARISON, rr.LAMBDA_FRONTIER, rr.BUDGET_STUDY, rt.TRANSFER, rca.OPD_CALIBRATION)
     present = [f for f in files if (ROOT / f).is_file()]
     assert sorted(cov) == sorted(present)
     for f in present:
