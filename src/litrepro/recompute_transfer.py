@@ -148,14 +148,7 @@ def _check_differences(d, L: _Ledger, arms, values) -> None:
             mean, sd, sd_ref = _mean(diffs), _sample_sd(diffs), _sample_sd(refs[label])
             L.num(f"{path}.effect_size_dz", row["effect_size_dz"], mean / sd if sd > 0 else None)
             L.num(f"{path}.in_comparator_sds", row["in_comparator_sds"], mean / sd_ref if sd_ref > 0 else None)
-            L.num(f"{path}.p_raw", row["p_raw"], h["p_raw"])
-            L.num(f"{path}.p_holm", row["p_holm"], h["p_holm"])
-            L.same(f"{path}.rank", row["rank"], h["rank"])
-            L.num(f"{path}.holm_level", row["holm_level"], h["level"])
-            scale = max(abs(h["low"]), abs(h["high"]))
-            L.num(f"{path}.holm_low", row["holm_low"], h["low"], scale)
-            L.num(f"{path}.holm_high", row["holm_high"], h["high"], scale)
-            L.same(f"{path}.holm_reads", row["holm_reads"], h["reads"])
+            L.holm(path, row, h)
 
 
 def _check_frontier(d, L: _Ledger, rows, arms) -> None:
