@@ -205,6 +205,51 @@ def test_every_study_interval_is_shown(built):
                 assert table.group(1).count("<tr>") == n + 1, path                  # header + every row
 
 
+from sphinx.search.en import SearchEnglish  # noqa: E402  (after the importorskip of the book's packages)
+
+
+def search_index(site: Path) -> tuple[list[str], dict[str, set[int]]]:
+    """(docnames, term -> the pages it is on) from Sphinx's ``searchindex.js``."""
+    text = (site / "searchindex.js").read_text(encoding="utf-8")
+    index = json.loads(text[text.index("(") + 1:text.rindex(")")])
+    terms: dict[str, set[int]] = {}
+    for table in ("terms", "titleterms"):                     # a word in a heading is indexed as a title term
+        for t, d in index[table].items():
+            terms.setdefault(t, set()).update(d if isinstance(d, list) else [d])
+    return index["docnames"], terms
+
+
+def unsearchable(words: set[str], doc: int, terms: dict[str, set[int]]) -> list[str]:
+    """The words the search cannot find on page ``doc``: the word's stem, as Sphinx's English search stems it
+    ('recorded' as 'record'), is no indexed term of that page."""
+    stem = SearchEnglish({}).stem
+    return sorted(w for w in words if doc not in terms.get(stem(w.lower()), set()))
+
+
+def test_search_finds_every_study_row_and_trust_row(built):
+    """The study tables and the trust report's tables are raw HTML, which Sphinx's search skips; every word of
+    every interval row's label and every check name must still be found on its page."""
+    site, _ = built
+    docnames, terms = search_index(site)
+    for path in study_jsons():
+        data = json.loads(path.read_text())
+        labels = [where for where, _ in book.labelled_interval_rows(data)]
+        if not labels:
+            continue
+        words = {w for label in labels for w in SearchEnglish({}).split(label) 
+                 if len(w) > 3 and not w.isdigit() and w.lower() not in SearchEnglish.stopwords}
+        doc = docnames.index(f"studies/{path.parent.name}-{path.stem}")
+        assert not unsearchable(words, doc, terms)[:5], path
+    names = {n for method in rendered_check_names().values() for n in method}
+    assert not unsearchable(names, docnames.index("trust"), terms)[:5]
+
+
+def test_the_search_test_sees_a_word_missing_from_a_page():
+    terms = {"record": {0}, "minus_record": {1}, "gamma_0": {0}}
+    assert unsearchable({"minus_recorded", "gamma_0"}, 0, terms) == ["minus_recorded"]
+    assert unsearchable({"minus_recorded"}, 1, terms) == []
+
+
 def test_per_arm_per_seed_records_become_rows_whatever_their_shape():
     """A study's arm -> seed -> record mapping is a table even when a record is not a dict, as in
     backup_study.json's ``refused_arms`` (arm -> seed -> the checks that failed)."""

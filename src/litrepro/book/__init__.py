@@ -443,6 +443,28 @@ def one_line(raw_html: str) -> str:
     return raw_html.replace("\r", "&#13;").replace("\n", "&#10;")
 
 
+def interval_cells(where: str, row: dict) -> tuple[Any, float, float, str]:
+    """(estimate or None, low, high, verdict) of one interval row; the verdict is read from the interval."""
+    from litrepro import stats
+
+    mean = next((row[k] for k in ESTIMATE_KEYS if isinstance(row.get(k), (int, float))), None)
+    low, high = (row["ci95_low"], row["ci95_high"]) if "ci95_low" in row else (row["low"], row["high"])
+    return mean, low, high, stats.verdict({"ci95_low": low, "ci95_high": high})
+
+
+def intervals_text(data: Any) -> list[str]:
+    """Every interval again as a markdown list, one line per row, so that the book's search (which skips raw
+    HTML) finds a study's rows by their labels."""
+    from litrepro import stats
+
+    lines = []
+    for where, row in labelled_interval_rows(data):
+        mean, low, high, verdict = interval_cells(where, row)
+        estimate = f"{mean:+.3g}, " if isinstance(mean, (int, float)) else ""
+        lines.append(f"- {md_code(where)}: {estimate}{stats.fmt_ci(low, high, sig=2)}, {md_code(verdict)}")
+    return lines
+
+
 def intervals_table(data: Any, table_id: str) -> tuple[str, int]:
     """Every interval of a study JSON as a row: the mean, the interval and the verdict first (so they are on screen),
     then where it sits in the JSON and its other scalar fields; each sorts numerically where it is a number."""
@@ -456,9 +478,7 @@ def intervals_table(data: Any, table_id: str) -> tuple[str, int]:
                 extra.append(k)
     rows = []
     for where, row in found:
-        mean = next((row[k] for k in ESTIMATE_KEYS if isinstance(row.get(k), (int, float))), None)
-        low, high = (row["ci95_low"], row["ci95_high"]) if "ci95_low" in row else (row["low"], row["high"])
-        verdict = stats.verdict({"ci95_low": low, "ci95_high": high})
+        mean, low, high, verdict = interval_cells(where, row)
         cells = [(html.escape(f"{mean:+.3g}" if isinstance(mean, (int, float)) else ""), _sort_key(mean)),
                  (html.escape(stats.fmt_ci(low, high, sig=2)), _sort_key(low)),
                  (html.escape(verdict), verdict),
@@ -543,6 +563,10 @@ def study_pages(src: Path) -> list[str]:
                     lines += [f"## {md_code(key)}", "", "```{raw} html",
                               f"<details><summary>{len(records)} records: show the table</summary>",
                               records_table(records, f"{name}-{key}"), "</details>", "```", ""]
+            if n:
+                lines += ["## Every interval, as text", "",
+                          "The intervals above again, one line each, so that the book's search finds a row by its "
+                          "label.", "", *intervals_text(data), ""]
             _write(folder / f"{name}.md", "\n".join(lines))
             pages.append(name)
     others = [p for m in METHODS for p in sorted((RENDERED / m).glob("*.png")) if p not in figures_used]
