@@ -178,6 +178,21 @@ def test_a_binned_shuffle_that_shuffles_the_whole_batch_fails_its_gate_check(cor
 
 
 @pytest.mark.guards("gate_matches_reference")
+@pytest.mark.parametrize("kind", ["shuffled", "binned_shuffle"])
+def test_a_shuffle_drawn_from_a_fixed_generator_fails_its_gate_check(corpus, monkeypatch, kind):
+    """Still a permutation (within the |A| bins for binned_shuffle) that moves gates, but not the arm's named
+    stream's: the audit re-draws it from seed + 41."""
+    real = transfer.transfer_gate
+
+    def fixed(k, lp, s_lp, valid, generator, **kw):
+        return real(k, lp, s_lp, valid, torch.Generator().manual_seed(0) if k == kind else generator, **kw)
+    monkeypatch.setattr(transfer, "transfer_gate", fixed)
+    row = _run(corpus, 44, ["final_only", kind])
+    assert row["arm_checks"][kind]["gate_matches_reference"] is False
+    assert row["arm_checks"]["final_only"]["gate_matches_reference"] is True
+
+
+@pytest.mark.guards("gate_matches_reference")
 def test_a_gate_that_ignores_the_middle_waypoint_fails_its_gate_check(corpus, monkeypatch):
     monkeypatch.setattr(transfer, "straightness_gate", lambda lp: (lp[2] - lp[0]).abs().clamp(max=1.0))
     row = _run(corpus, 44, ["final_only", "waypoint"])

@@ -480,6 +480,16 @@ def test_shuffled_arm_not_shuffled(corpus_path, monkeypatch):
     assert_caught(run(corpus_path), "comparison_gate_kinds_match_arms")
 
 
+@pytest.mark.guards("comparison_gate_kinds_match_arms")
+def test_shuffled_permutation_from_a_fixed_generator(corpus_path, monkeypatch):
+    """The arm's gates are still a moved permutation of the straightness gates, with the right mean, but the
+    permutation comes from a fixed generator instead of the arm's named stream (seed + 23)."""
+    real = opd_mod.compute_gate
+    monkeypatch.setattr(opd_mod, "compute_gate", lambda kind, lp, valid=None, generator=None:
+                        real(kind, lp, valid, torch.Generator().manual_seed(0) if kind == "shuffled" else generator))
+    assert_caught(run(corpus_path), "comparison_gate_kinds_match_arms")
+
+
 @pytest.mark.guards("comparison_arms_paired", "comparison_first_updates_match_reference")
 def test_arms_start_from_another_student(corpus_path, monkeypatch):
     real = wp.compare_arms

@@ -61,6 +61,9 @@ CONTRACT_RANGES = {"train": (0, 165516), "validation": (165516, 186205), "test":
 CONTRACT_SHA256 = "31584c19795779431b5933499a45b9cecb03e8c246b6ea7e245a2b6d65e8e784"
 #: The gate each comparison arm must use (written out again here, not read from ``experiment``).
 ARM_GATES = {"waypoint": "straightness", "final_only": "final_only", "shuffled": "shuffled"}
+#: The comparison arms' named gate stream: seed + 23, a fresh ``torch.Generator`` per arm (written out again
+#: here, not read from ``experiment``); the shuffled arm's permutations are re-drawn from it.
+GATE_STREAM = 23
 EOS = 256
 #: Largest relative gap between a stage and its float64 reference that counts as equal.
 REL_TOL = 1e-8
@@ -409,10 +412,12 @@ def _generated_logps(p: dict[str, Tensor], tokens: Tensor, plen: int) -> Tensor:
 
 
 def _opd_reference(p: dict[str, Tensor], names: list[str], waypoints: list[dict[str, Tensor]], tokens: Tensor,
-                   valid: Tensor, plen: int, gate_kind: str, used_gate: Tensor, gate_mass: float) -> dict:
+                   valid: Tensor, plen: int, gate_kind: str, used_gate: Tensor, gate_mass: float,
+                   gate_stream: torch.Generator | None = None) -> dict:
     """Per valid token (b, t), a loop over Python floats: l_k = log pi_k(y_bt) for the three
-    waypoints, the gate (straightness, 1, or the run's shuffled gate once it is shown to be a
-    non-trivial permutation of the straightness gates), A = l_f - l_student; then
+    waypoints, the gate (straightness, 1, or, for ``shuffled``, the straightness gates permuted by
+    the permutation re-drawn from ``gate_stream``, the arm's named stream: token i of the n valid
+    ones, in row-major order, takes the gate of token randperm(n)[i]), A = l_f - l_student; then
         grad = autograd of -(s / n) sum g A log pi_student(y_bt),  s = gate_mass / mean g,
     with log pi_student from the reference forward pass."""
     leaves = {k: p[k].clone().requires_grad_(k in names) for k in p}
@@ -431,11 +436,10 @@ def _opd_reference(p: dict[str, Tensor], names: list[str], waypoints: list[dict[
         gates = straight
     elif gate_kind == "final_only":
         gates = [1.0] * len(positions)
-    else:                                                                        # shuffled: the run's draw
-        permutation = max(abs(a - b) for a, b in zip(sorted(used), sorted(straight))) <= GATE_TOL
-        moved = max(abs(a - b) for a, b in zip(used, straight)) > GATE_TOL or max(straight) - min(straight) <= GATE_TOL
-        gates = used if permutation and moved else straight
-    not_shuffled = gate_kind == "shuffled" and gates is straight              # not a (moved) permutation
+    elif gate_stream is None:                                                    # shuffled without its stream
+        raise ValueError("the shuffled gate's reference needs the arm's named gate stream")
+    else:                                                                        # shuffled: re-drawn from its stream
+        gates = [straight[j] for j in torch.randperm(len(positions), generator=gate_stream).tolist()]
     mean_gate = sum(gates) / len(gates)
     scale = gate_mass / mean_gate
     weights = torch.zeros_like(student)
@@ -443,16 +447,17 @@ def _opd_reference(p: dict[str, Tensor], names: list[str], waypoints: list[dict[
         weights[b, t] = g * a
     loss = -scale / len(gates) * (weights * student).sum()
     grads = torch.autograd.grad(loss, [leaves[k] for k in names])
-    gate_gap = 1.0 if not_shuffled else max(abs(u - e) for u, e in zip(used, gates))
+    gate_gap = max(abs(u - e) for u, e in zip(used, gates))
     return {"grad": dict(zip(names, grads)), "mean_gate": mean_gate, "gate_gap": gate_gap,
             "logps": [ls[b][t] for b, t in positions], "positions": positions}
 
 
 def check_opd_steps(cfg, records: list[dict], waypoints, *, data: bytes, gate_kind: str, prefix: str = "opd",
-                    student_init=None, student_final=None) -> dict:
+                    student_init=None, student_final=None, gate_stream: torch.Generator | None = None) -> dict:
     """Every recorded OPD step against the references above; with ``student_init``/``student_final``
     also the chain (first step starts at the initial student, each step where the last ended,
-    the last where the student is now)."""
+    the last where the student is now).  ``gate_stream``, a fresh copy of the arm's named gate
+    stream, re-draws the ``shuffled`` gate's permutations (``records`` must then start at step 0)."""
     train = contract_split(data, "train")
     wps = [{k: t.cpu() for k, t in tensors(w).items()} for w in waypoints]
     replay_bad, logp_gap, gate_gap, mean_gate_gap, update_gap, norm_gap = 0, 0.0, 0.0, 0.0, 0.0, 0.0
@@ -467,7 +472,8 @@ def check_opd_steps(cfg, records: list[dict], waypoints, *, data: bytes, gate_ki
         ref_tokens, ref_valid = _replay_rollouts(before, prompts, cfg.max_new_tokens, g)
         replay_bad += int(not (torch.equal(prompts, rec["prompts"].cpu()) and torch.equal(ref_tokens, tokens)
                                and torch.equal(ref_valid, valid)))
-        ref = _opd_reference(before, names, wps, tokens, valid, plen, gate_kind, rec["gate"].cpu(), cfg.gate_mass)
+        ref = _opd_reference(before, names, wps, tokens, valid, plen, gate_kind, rec["gate"].cpu(), cfg.gate_mass,
+                             gate_stream)
         sample = r.sample_logp.cpu()
         logp_gap = max(logp_gap, max(abs(float(sample[b, t]) - x) for (b, t), x in zip(ref["positions"], ref["logps"])))
         gate_gap = max(gate_gap, ref["gate_gap"])
@@ -596,7 +602,7 @@ def audit_comparison(cfg, comparison: dict, student_init, waypoints, corpus, see
     arms = records["arms"]
     start = sha256_state(tensors(student_init))
     train_state = sha256_tensor(torch.Generator().manual_seed(seed + 13).get_state())
-    gate_state = sha256_tensor(torch.Generator().manual_seed(seed + 23).get_state())
+    gate_state = sha256_tensor(torch.Generator().manual_seed(seed + GATE_STREAM).get_state())
     opd_arms = [a for a in arms if a in ARM_GATES]
     draws = {arms[a]["draws_sha256"] for a in opd_arms}
     per_arm: dict[str, dict[str, bool]] = {}
@@ -628,7 +634,7 @@ def audit_comparison(cfg, comparison: dict, student_init, waypoints, corpus, see
                 # within GATE_TOL, not exactly: on CUDA a mean of unit gates can land an ulp below 1
                 gates_ok = gates_ok and all(abs(x - 1.0) <= GATE_TOL for x in comparison[arm]["mean_gate"])
             first = check_opd_steps(cfg, rec["records"], waypoints, data=data, gate_kind=ARM_GATES[arm],
-                                    prefix="arm")
+                                    prefix="arm", gate_stream=torch.Generator().manual_seed(seed + GATE_STREAM))
             gates_ok = gates_ok and first["checks"]["arm_gates_match_reference"]
             update_ok = first["checks"]["arm_update_matches_reference"] and first["checks"]["arm_rollouts_replayed"] \
                 and sha256_state(rec["records"][0]["before"]) == start

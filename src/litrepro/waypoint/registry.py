@@ -70,7 +70,8 @@ GUARDS: dict[str, tuple[str, str]] = {
     "comparison_arms_paired": (
         "comparison arms", "every arm starts from the same student, generator states and prompts (hashes compared)"),
     "comparison_gate_kinds_match_arms": (
-        "comparison arms", "each arm's gate kind and mean gate against the gate its name prescribes"),
+        "comparison arms", "each arm's gate kind, mean gate and first-update gates against the gate its name prescribes "
+        "(the shuffled arm's permutation re-drawn from its named stream, seed + 23)"),
     "comparison_first_updates_match_reference": (
         "comparison arms", "each arm's first update against a reference gradient, and every trained arm moved"),
     "comparison_evaluations_match_reference": (
@@ -87,7 +88,8 @@ GUARDS: dict[str, tuple[str, str]] = {
     "first_update_replayed": (
         "transfer step", "each arm's first prompts and rollouts re-drawn token by token from the recorded stream states"),
     "gate_matches_reference": (
-        "transfer gate", "each token's gate by the arm's formula from Python floats, or a permutation within |A| bins"),
+        "transfer gate", "each token's gate by the arm's formula from Python floats; a shuffle's permutation (within |A| "
+        "bins for binned_shuffle) re-drawn from the arm's named stream, seed + 41"),
     "update_matches_reference": (
         "transfer step", "each arm's first update against -lr times a reference loss's gradient (exact KL position by position)"),
     "curriculum_rl_replayed": ("curriculum RL", "every update's prompts and actions re-drawn from the recorded generator state"),

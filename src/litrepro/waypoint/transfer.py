@@ -1,14 +1,15 @@
 """The transfer regime: on-policy distillation long and wide enough to move the student, and its arms.
 
-A reconstruction beyond the seed (issue 30).  The seed's OPD (2 updates of 4 rollouts at
-learning rate 0.05) moves the student by about 1e-4 in parameters, and 40 such updates
+A reconstruction beyond the seed (issue 30).  The seed's OPD budget (2 updates of 4 rollouts, as its
+history's 64 valid tokens per step of 16-token rollouts imply), run at our per-seed notebooks' learning
+rate 0.05 (the seed file records none), moves the student by about 1e-4 in parameters, and 40 such updates
 recover under 1% of the teacher's RL parity gain.  Here the student (the ``waypoint0``
 copy of the pre-RL teacher) is distilled from the dose-response's strongest teacher
 (pretraining learning rate 0.015, RL learning rate 30, 8 x 64 updates) with many more
 updates, larger batches and a larger step (:class:`TransferConfig`), and the arms differ
 in one thing each (:data:`ARMS`).
 
-*The sampled-token arms* (the seed's OPD, :mod:`litrepro.waypoint.opd`).  On the student's
+*The sampled-token arms* (our reconstruction of the seed's OPD, :mod:`litrepro.waypoint.opd`).  On the student's
 own rollouts y, with l^(k)_t = log pi_k(y_t | y_<t) under waypoints k = 0, m, f:
 
     A_t = l^f_t - log pi_student(y_t)                      (detached; -(one-sample reverse-KL estimate))
@@ -17,7 +18,7 @@ own rollouts y, with l^(k)_t = log pi_k(y_t | y_<t) under waypoints k = 0, m, f:
 with the gate g_t of the arm (:func:`transfer_gate`):
 
 - ``final_only``:   g = 1;
-- ``straightness``: g = |l^f - l^0| / (|l^m - l^0| + |l^f - l^m|)   (the seed's waypoint gate);
+- ``straightness``: g = |l^f - l^0| / (|l^m - l^0| + |l^f - l^m|)   (our formula for the seed's waypoint gate: the seed logs the gate, not its formula);
 - ``shuffled``:     the straightness gates permuted among the batch's valid tokens;
 - ``abs_advantage``: g = |A_t| (weights from |A| alone: no waypoint enters; our reconstruction);
 - ``binned_shuffle``: the straightness gates permuted *within* ``bins`` equal-count bins of |A|
@@ -65,9 +66,9 @@ class TransferConfig:
     teacher_rl_lr: float = 30.0
     """The teacher RL's learning rate: the dose-response's strongest level (its RL moves P(even) by about 0.39)."""
     batch: int = 64
-    """Student rollouts per update (the seed: 4).  16x the tokens per update, so the gradient is less noisy."""
+    """Student rollouts per update (the seed's history implies 4: 64 valid tokens of 16-token rollouts).  16x the tokens per update, so the gradient is less noisy."""
     lr: float = 0.5
-    """SGD learning rate of the student (the seed: 0.05).  The learning-rate sweep scales it."""
+    """SGD learning rate of the student (our per-seed notebooks use 0.05; the seed file records none).  The learning-rate sweep scales it."""
     updates: int = 240
     """OPD updates per arm (the seed: 2; the comparison: 40)."""
     eval_every: int = 20
@@ -105,12 +106,12 @@ class Arm:
 
 GATES = ("final_only", "straightness", "shuffled", "abs_advantage", "binned_shuffle", "straightness_x_magnitude",
          "full_kl")
-#: The final-only learning-rate sweep (multipliers of ``TransferConfig.lr``; 0.1 is the seed's 0.05), dense around 1,
+#: The final-only learning-rate sweep (multipliers of ``TransferConfig.lr``; 0.1 is our notebooks' 0.05), dense around 1,
 #: where the gated arms land, so that the frontier is interpolated over short chords.
 LR_MULTIPLIERS = (0.1, 0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0)
 ARMS: dict[str, Arm] = {
-    "final_only": Arm("final_only", isolates="the reference: the seed's OPD with g = 1"),
-    "waypoint": Arm("straightness", isolates="the seed's waypoint gate"),
+    "final_only": Arm("final_only", isolates="the reference: our OPD with g = 1"),
+    "waypoint": Arm("straightness", isolates="the waypoint gate (our straightness formula)"),
     "full_kl": Arm("full_kl", isolates="the sampling noise of the distilled token (exact KL over 257 symbols)"),
     "shuffled": Arm("shuffled", isolates="the gate's values without their tokens (breaks the coupling with |A| too)"),
     "binned_shuffle": Arm("binned_shuffle", isolates="what the gate knows beyond its coupling with |A|"),

@@ -9,8 +9,10 @@ prompts, rollouts, gate, tensors before and after), with the reference forward p
   student before the update, equal the recorded ones;
 - ``gate_matches_reference``: the gate of every valid token, computed from Python floats
   by the arm's formula (1; straightness; |A|; straightness x |l_f - l_0|), or, for the
-  shuffles, shown to be a non-trivial permutation of the straightness gates (within each
-  equal-count |A| bin for ``binned_shuffle``, the bins formed by a plain sort of |A| on the stage's grid);
+  shuffles, the straightness gates permuted by the permutation re-drawn from the arm's named
+  gate stream (seed + :data:`GATE_STREAM`): ``shuffled`` by ``randperm(n)``, ``binned_shuffle``
+  by ordering each equal-count |A| bin (the bins formed by a plain sort of |A| on the stage's
+  grid) by ``rand(n)`` draws;
 - ``update_matches_reference``: the parameter change equals -lr times the gradient of the
   reference loss (the gated surrogate from those floats, or the exact KL summed over the
   257 symbols position by position), and the recorded gradient norm is that gradient's;
@@ -33,10 +35,17 @@ from litrepro.waypoint.audit import (GATE_TOL, REL_TOL, _generated_logps, _rel_g
                                      contract_split, even_mass, ref_logits, ref_windows, sha256_state, straightness)
 
 
+#: The transfer arms' named gate stream: seed + 41, fresh for each arm (written out again here, not read from
+#: ``transfer.STREAMS``); the shuffles' permutations are re-drawn from it.
+GATE_STREAM = 41
+
+
 def _gate_reference(kind: str, positions, lw, ls, used: list[float], bins: int,
-                    resolution: float) -> tuple[list[float], float]:
-    """(expected gates, gap) for the valid ``positions``; for the shuffles the run's draw is accepted only
-    when it is a permutation (within |A| bins for ``binned_shuffle``) that moved some gate."""
+                    resolution: float, gate_stream: torch.Generator) -> tuple[list[float], float]:
+    """(expected gates, gap) for the valid ``positions``.  For the shuffles, the permutation is re-drawn from
+    ``gate_stream``: ``shuffled``, token i takes the gate of token randperm(n)[i]; ``binned_shuffle``, the tokens
+    in rank order of |A| (rounded to ``resolution``, ties by position) form equal-count bins (rank r in bin
+    r * bins // n), and the rank-r token takes the gate of the token whose key bin + u, u = rand(n)[r'], is r-th."""
     straight = [straightness(lw[0][b][t], lw[1][b][t], lw[2][b][t]) for b, t in positions]
     adv = [lw[2][b][t] - ls[b][t] for b, t in positions]
     if kind == "final_only":
@@ -47,29 +56,28 @@ def _gate_reference(kind: str, positions, lw, ls, used: list[float], bins: int,
         gates = [abs(a) for a in adv]
     elif kind == "straightness_x_magnitude":
         gates = [s * abs(lw[2][b][t] - lw[0][b][t]) for s, (b, t) in zip(straight, positions)]
-    elif kind in ("shuffled", "binned_shuffle"):
+    elif kind == "shuffled":
+        gates = [straight[j] for j in torch.randperm(len(positions), generator=gate_stream).tolist()]
+    elif kind == "binned_shuffle":
         n = len(positions)
-        if kind == "shuffled":
-            groups = [list(range(n))]
-        else:
-            by_abs = sorted(range(n), key=lambda i: round(abs(adv[i]) / resolution))   # a plain stable sort on the grid
-            groups = [[] for _ in range(bins)]
-            for rank, i in enumerate(by_abs):
-                groups[rank * bins // n].append(i)
-        permuted = all(max((abs(x - y) for x, y in zip(sorted(used[i] for i in grp), sorted(straight[i] for i in grp))),
-                           default=0.0) <= GATE_TOL for grp in groups)
-        moved = max(abs(u - s) for u, s in zip(used, straight)) > GATE_TOL or max(straight) - min(straight) <= GATE_TOL
-        if not (permuted and moved):
-            return straight, 1.0
-        gates = used
+        by_abs = sorted(range(n), key=lambda i: round(abs(adv[i]) / resolution))       # a plain stable sort on the grid
+        u = torch.rand(n, generator=gate_stream, dtype=torch.float64).tolist()
+        keys = [r * bins // n + u[r] for r in range(n)]                                 # bin of rank r, then its draw
+        within = sorted(range(n), key=lambda r: keys[r])
+        source = [0] * n
+        for r in range(n):
+            source[by_abs[r]] = by_abs[within[r]]
+        gates = [straight[source[i]] for i in range(n)]
     else:
         return [float("nan")] * len(positions), 1.0
     return gates, max(abs(u - e) for u, e in zip(used, gates))
 
 
 def check_first_update(record, *, kind: str, waypoints: list[dict[str, Tensor]], names: list[str], data: bytes,
-                       batch: int, max_new_tokens: int, gate_mass: float, bins: int, resolution: float) -> dict:
-    """The four per-arm checks' booleans and gaps for one arm's recorded first update (see the docstring)."""
+                       batch: int, max_new_tokens: int, gate_mass: float, bins: int, resolution: float,
+                       seed: int) -> dict:
+    """The four per-arm checks' booleans and gaps for one arm's recorded first update (see the docstring);
+    ``seed`` names the arm's gate stream."""
     train = contract_split(data, "train")
     before = {k: t.cpu() for k, t in record.before.items()}
     after = {k: t.cpu() for k, t in record.after.items()}
@@ -98,7 +106,8 @@ def check_first_update(record, *, kind: str, waypoints: list[dict[str, Tensor]],
             lw = [_generated_logps(w, tokens, plen).tolist() for w in waypoints]
         ls = student.detach().tolist()
         used = [float(record.gate[b, t]) for b, t in positions] if record.gate is not None else [float("nan")] * len(positions)
-        gates, gate_gap = _gate_reference(kind, positions, lw, ls, used, bins, resolution)
+        gates, gate_gap = _gate_reference(kind, positions, lw, ls, used, bins, resolution,
+                                          torch.Generator().manual_seed(seed + GATE_STREAM))
         scale = gate_mass / (sum(gates) / len(gates))
         weights = torch.zeros_like(student)
         for (b, t), g in zip(positions, gates):

@@ -132,7 +132,8 @@ def run_seed(seed: int, *, corpus, device, cfg=None, arms: Sequence[str] | None 
         declared[name] = cfg.lr * arm.lr_multiplier
         a = transfer_audit.check_first_update(first, kind=arm.gate, waypoints=wps, names=names, data=data,
                                               batch=res["batch"], max_new_tokens=cfg.max_new_tokens,
-                                              gate_mass=cfg.gate_mass, bins=cfg.bins, resolution=cfg.bin_resolution)
+                                              gate_mass=cfg.gate_mass, bins=cfg.bins, resolution=cfg.bin_resolution,
+                                              seed=seed)
         f = transfer_audit.check_final_point(audit.tensors(student), eval_prompts, res["curve"][-1]["p_even"])
         arm_checks[name] = {**a["checks"], **f["checks"]}
         gaps[name] = {**a["gaps"], **f["gaps"]}
