@@ -121,3 +121,54 @@ def test_swapped_rows_of_a_committed_table_fail():
     ia, ib = readback.INTERVAL.search(a).group(0), readback.INTERVAL.search(b).group(0)
     swapped = block.replace(a, a.replace(ia, ib)).replace(b, b.replace(ib, ia))
     assert any("is the interval of another row" in p for p in readback.check_text(swapped, "t", pool))
+
+
+# --- "k of n" inside sentences ------------------------------------------------------------------
+
+SENTENCE_GROUPS = [[(frozenset({"waypoint - final_only", "nll", "c1"}), -0.3, -0.1, 0.05, (-0.4, 0.1), [-0.2]),
+                    (frozenset({"waypoint - final_only", "nll", "c2"}), -0.2, 0.1, 0.05, (-0.3, 0.2), [-0.05]),
+                    (frozenset({"waypoint - final_only", "nll", "c3"}), 0.01, 0.02, 0.005, (0.005, 0.03), [0.015]),
+                    (frozenset({"shuffled - final_only", "nll", "c1"}), -0.5, -0.4, 0.05, None, [-0.45])]]
+
+
+@pytest.mark.parametrize("text, ok", [
+    ("- waypoint − final_only, `nll`: higher in 1 of 3 conditions, lower in 1, no detectable difference in 1.", True),
+    ("- waypoint − final_only, `nll`: higher in 2 of 3 conditions, no detectable difference in 1.", False),
+    ("- waypoint − final_only, `nll`: detectable at 2 of 3 levels.", True),
+    ("- waypoint − final_only, `nll`: detectable at 3 of 3 levels.", False),
+    ("- waypoint − final_only, `nll`: detectable after Holm in 1 of 3 conditions.", True),     # Holm's bounds
+    ("- waypoint − final_only, `nll`: detectable after Holm in 2 of 3 conditions.", False),    # the raw count
+    ("- waypoint − final_only, `nll`: beyond the seed spread at 2 of 3 levels.", True),
+    ("- waypoint − final_only, `nll`: beyond the seed spread at 3 of 3 levels.", False),
+    ("- Gate vs final-only: detectable at 2 of 3 levels: lower by [-0.3, -0.1]; higher by [+0.01, +0.02].", True),
+    ("- Gate vs final-only: detectable at 3 of 3 levels: lower by [-0.3, -0.1]; higher by [+0.01, +0.02].", False),
+    ("- Gate vs the world: higher in 1 of 3 conditions.", False),                                 # names no rows
+])
+def test_a_tally_in_a_sentence_recounts_the_rows_it_names(text, ok):
+    problems = readback.check_sentence_tallies(text, "t", SENTENCE_GROUPS)
+    assert (problems == []) == ok, problems
+
+
+@pytest.mark.parametrize("page, block, old, new", [
+    ("docs/waypoint_opd.md", "opd-effect-holm", "detectable after Holm in 3 of 8", "detectable after Holm in 4 of 8"),
+    ("docs/waypoint_opd.md", "opd-dose-response", "detectable at 3 of 5 levels", "detectable at 4 of 5 levels"),
+    ("docs/waypoint_opd.md", "opd-dose-response", "beyond the seed spread at 5 of 5", "beyond the seed spread at 4 of 5"),
+    ("docs/pinterest_rlbp.md", "rlbp-d3rlpy", "higher in 1 of 3 budgets, lower in 1", "higher in 2 of 3 budgets, lower in 0"),
+    ("docs/findings.md", "headline-rlbp-study", "lower in 2 of 3 backups, no detectable difference in 1",
+     "lower in 3 of 3 backups"),
+])
+def test_an_off_tally_in_a_committed_sentence_fails(page, block, old, new):
+    text = dict(readback.blocks((ROOT / page).read_text()))[block]
+    groups = readback.tally_groups(ROOT)
+    assert old in text and readback.check_sentence_tallies(text, "t", groups) == []
+    assert readback.check_sentence_tallies(text.replace(old, new, 1), "t", groups)
+
+
+def test_an_off_tally_in_a_notebooks_printed_finding_fails():
+    texts = [t for c, t in readback.printed_outputs(ROOT / "rendered" / "waypoint_opd" / "seed-42.ipynb")
+             if c == "opd-effect-findings"]
+    groups = readback.tally_groups(ROOT)
+    assert texts and readback.check_sentence_tallies(texts[0], "t", groups) == []
+    line = next(l for l in texts[0].splitlines() if "higher in 4 of 4 conditions" in l)
+    assert readback.check_sentence_tallies(line.replace("higher in 4 of 4", "higher in 3 of 4") + ", lower in 1",
+                                           "t", groups)

@@ -248,7 +248,7 @@ def headline_rlbp_study(root: Path) -> str:
            f"{prose.count(best_n, n, 'seeds')}; best constant − fixed gain {prose.estimate(room['best_constant - fixed_gain'])}, "
            f"best per campaign kind − fixed gain {prose.estimate(room['best_per_kind - fixed_gain'])}, "
            f"best per campaign − fixed gain {prose.estimate(room['best_per_campaign - fixed_gain'])}.",
-           f"- Learned policy against the fixed gain, at {steps} steps: {prose.tally_sentence([x['learned_minus_fixed'] for x in b['backups']], noun='backups')} "
+           f"- Learned policy against the fixed gain (`learned_minus_fixed`), at {steps} steps: {prose.tally_sentence([x['learned_minus_fixed'] for x in b['backups']], noun='backups')} "
            f"(`max_min` is the seed's backup; the others are ours).",
            f"- Checks: {_pass_rates(b['check_pass_rates'], n)}",
            *[f"- Refused: `{arm}` gets no interval, because its checks failed on seed {', '.join(seeds)} "

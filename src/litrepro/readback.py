@@ -24,8 +24,14 @@ the table row is about, and
   row's word read from its own 95% interval, or, for the seed-SD column, whether the whole interval lies beyond
   plus or minus the row's ``seed_sd``.
 
+In a sentence, a tally ("lower in 2 of 3 backups, no detectable difference in 1", "detectable at 3 of 5 levels",
+"detectable after Holm in 3 of 8 conditions", "beyond the seed spread at 5 of 5 levels") is recounted the same way
+from the JSON rows that carry every label written before it, or else from the rows whose intervals it prints after
+it (:func:`check_sentence_tallies`).
+
 What it cannot check: which row a sentence (not a table row) names when two intervals of the JSON print the
-same (it accepts any interval that fits), "k of n" written in a sentence, and numbers that are not in an interval.
+same (it accepts any interval that fits), a "k of n" that is no tally of intervals ("on 15 of 20 seeds"), and
+numbers that are not in an interval.
 """
 
 from __future__ import annotations
@@ -207,9 +213,25 @@ _TALLY_HEAD = re.compile(r"^(?:(?P<word>higher|lower|no detectable difference) i
 _TALLY_MORE = re.compile(r"^(?P<word>higher|lower|no detectable difference) in (?P<k>\d+)$")
 
 
-def tally_groups(root: Path = ROOT) -> list[list[tuple[frozenset[str], float, float, float | None]]]:
-    """The JSON's lists of interval rows: per list, ``(labels, ci95_low, ci95_high, seed_sd)`` of each row that has
-    a 95% interval (labels as in :func:`labels_of`, with the keys above the list)."""
+def _number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _has_interval(r: Any) -> bool:
+    return isinstance(r, dict) and _number(r.get("ci95_low")) and _number(r.get("ci95_high"))
+
+
+def _group_row(r: dict, labels: frozenset[str]) -> tuple:
+    return (labels, float(r["ci95_low"]), float(r["ci95_high"]), float(r["seed_sd"]) if _number(r.get("seed_sd")) else None,
+            (float(r["holm_low"]), float(r["holm_high"])) if _number(r.get("holm_low")) and _number(r.get("holm_high"))
+            else None, [float(r[k]) for k in ESTIMATES if _number(r.get(k))])
+
+
+def tally_groups(root: Path = ROOT) -> list[list[tuple]]:
+    """The JSON's lists of interval rows: per list, ``(labels, ci95_low, ci95_high, seed_sd, (holm_low, holm_high)
+    or None, [estimates])`` of each row that has a 95% interval (labels as in :func:`labels_of`, with the keys
+    above the list); and per key of a list's elements that holds an interval (``backups[i].learned_minus_fixed``),
+    the group of those intervals, labelled also by the element's labels and the key."""
     groups = []
 
     def walk(obj: Any, keys: frozenset[str]) -> None:
@@ -217,13 +239,14 @@ def tally_groups(root: Path = ROOT) -> list[list[tuple[frozenset[str], float, fl
             for k, v in obj.items():
                 walk(v, keys | {_label(k)})
         elif isinstance(obj, list):
-            rows = [(labels_of(r) | keys, float(r["ci95_low"]), float(r["ci95_high"]),
-                     float(r["seed_sd"]) if isinstance(r.get("seed_sd"), (int, float)) else None)
-                    for r in obj if isinstance(r, dict) and all(isinstance(r.get(b), (int, float))
-                                                                and not isinstance(r.get(b), bool)
-                                                                for b in ("ci95_low", "ci95_high"))]
+            rows = [_group_row(r, labels_of(r) | keys) for r in obj if _has_interval(r)]
             if rows:
                 groups.append(rows)
+            nested = [k for k in dict.fromkeys(k for r in obj if isinstance(r, dict) for k in r)
+                      if any(_has_interval(r.get(k)) for r in obj if isinstance(r, dict))]
+            for k in nested:                       # [{"backup": "max_min", "learned_minus_fixed": {interval}}, ...]
+                groups.append([_group_row(r[k], labels_of(r) | labels_of(r[k]) | keys | {_label(k)})
+                               for r in obj if isinstance(r, dict) and _has_interval(r.get(k))])
             for v in obj:
                 walk(v, keys)
 
@@ -258,10 +281,10 @@ def count_rows(rows: list[tuple], beyond_sd: bool) -> dict[str, int]:
     """What a tally of ``rows`` should say: the words of their intervals, or (``beyond_sd``) how many lie wholly
     beyond plus or minus their seed SD."""
     if beyond_sd:
-        return {"": sum(1 for _, lo, hi, sd in rows if sd is not None and (lo > sd or hi < -sd))}
+        return {"": sum(1 for row in rows if row[3] is not None and (row[1] > row[3] or row[2] < -row[3]))}
     out: dict[str, int] = {}
-    for _, lo, hi, _ in rows:
-        out[_row_word(lo, hi)] = out.get(_row_word(lo, hi), 0) + 1
+    for row in rows:
+        out[_row_word(row[1], row[2])] = out.get(_row_word(row[1], row[2]), 0) + 1
     return out
 
 
@@ -302,6 +325,81 @@ def check_tallies(text: str, where: str, groups: list[list[tuple]]) -> list[str]
     return problems
 
 
+#: A tally inside a sentence: ``lower in 2 of 3 backups, no detectable difference in 1``, ``detectable at 3 of 5
+#: levels``, ``detectable after Holm in 3 of 8 conditions`` or ``beyond the seed spread at 5 of 5 levels``.
+_W = r"higher|lower|no detectable difference"
+SENTENCE_TALLY = re.compile(
+    rf"(?<![\w-])(?:(?P<word>{_W}) in (?P<k>\d+) of (?P<n>\d+) [a-z]+(?P<more>(?:, (?:{_W}) in \d+)*)"
+    r"|detectable (?P<holm>after Holm )?(?:at|in) (?P<dk>\d+) of (?P<dn>\d+) [a-z]+"
+    r"|beyond the seed spread at (?P<sk>\d+) of (?P<sn>\d+) [a-z]+)")
+
+
+def labels_in(context: str, vocabulary: frozenset[str]) -> frozenset[str]:
+    """The JSON labels written in ``context`` (backticks dropped, "−" read as "-"), each as a whole phrase, and only
+    the longest where one is inside another ("waypoint - final_only", not also "waypoint")."""
+    text = _label(context)
+    spans = []
+    for v in vocabulary:
+        for m in re.finditer(rf"(?<![\w-]){re.escape(v)}(?![\w-])", text):
+            spans.append((m.start(), m.end(), v))
+    return frozenset(v for a, b, v in spans if not any(c <= a and b <= d and (c, d) != (a, b) for c, d, _ in spans))
+
+
+def _holm_word(row: tuple) -> str:
+    return _row_word(*row[4]) if len(row) > 4 and row[4] is not None else "?"
+
+
+def check_sentence_tallies(text: str, where: str, groups: list[list[tuple]]) -> list[str]:
+    """Problems of the tallies written in sentences (not table rows; :data:`SENTENCE_TALLY`). The rows counted are
+    one JSON group's rows that carry every label the sentence names before its tally; a sentence that names none
+    is about the rows whose intervals it prints after the tally (the rows of one group that share all their
+    labels), as is one whose labels give no group of its n rows. The count is an independent recount of those rows: the words of their 95% intervals, how many
+    exclude 0 (after Holm: their Holm intervals), or how many lie wholly beyond their seed SD."""
+    vocabulary = frozenset(v for g in groups for row in g for v in row[0] if not _NUMERIC.fullmatch(v))
+    problems = []
+    for line in text.splitlines():
+        if line.lstrip().startswith("|"):
+            continue                                         # table cells are check_tallies' to read
+        for m in SENTENCE_TALLY.finditer(line):
+            if m.group("word"):
+                n, kind = int(m.group("n")), "words"
+                said = {m.group("word"): int(m.group("k"))}
+                for w, k in re.findall(rf"({_W}) in (\d+)", m.group("more") or ""):
+                    said[w] = int(k)
+            elif m.group("dk"):
+                n, kind, said = int(m.group("dn")), "holm" if m.group("holm") else "detectable", int(m.group("dk"))
+            else:
+                n, kind, said = int(m.group("sn")), "beyond_sd", int(m.group("sk"))
+            names = labels_in(line[:m.start()], vocabulary)
+            candidates = [c for c in ([row for row in g if names <= row[0]] for g in groups) if len(c) == n] \
+                if names else []
+            if not candidates:                               # the rows whose intervals it prints after the tally
+                shown = list(INTERVAL.finditer(line, m.end()))
+                for g in groups:
+                    hit = [row for row in g if any(fits(x, (row[1], row[2], row[5] if len(row) > 5 else [], ""))
+                                                   for x in shown)]
+                    if shown and len(hit) >= len(shown):
+                        common = frozenset.intersection(*(row[0] for row in hit))
+                        candidates.append([row for row in g if common <= row[0]])
+            counts = []
+            for rows in (c for c in candidates if len(c) == n):
+                if kind == "words":
+                    counts.append({w: k for w, k in count_rows(rows, False).items() if k})
+                elif kind == "beyond_sd":
+                    counts.append(count_rows(rows, True)[""])
+                else:
+                    words = [_holm_word(r) if kind == "holm" else _row_word(r[1], r[2]) for r in rows]
+                    counts.append(sum(w in ("higher", "lower") for w in words))
+            want = {w: k for w, k in said.items() if k} if kind == "words" else said
+            if not candidates:
+                problems.append(f"{where}: the tally '{m.group(0)}' names no JSON rows (no label before it, no "
+                                "interval of the JSON after it)")
+            elif want not in counts:
+                problems.append(f"{where}: '{m.group(0)}' about {sorted(names) or 'the rows it prints'}; the JSON's "
+                                f"groups of {n} such rows give " + (", ".join(str(c) for c in counts[:2]) or "none"))
+    return problems
+
+
 def blocks(text: str) -> Iterator[tuple[str, str]]:
     """``(name, inner text)`` of each generated block of a page (unbalanced markers are ``claims``'s to report)."""
     open_ = None
@@ -336,8 +434,10 @@ def check(root: Path = ROOT) -> list[str]:
         for name, inner in blocks(page.read_text(encoding="utf-8")):
             problems += check_text(inner, f"{rel}: block {name!r}", pool)
             problems += check_tallies(inner, f"{rel}: block {name!r}", groups)
+            problems += check_sentence_tallies(inner, f"{rel}: block {name!r}", groups)
     for path in sorted((root / "rendered").rglob("*.ipynb")):
         rel = path.relative_to(root).as_posix()
         for cell, text in printed_outputs(path):
             problems += check_text(text, f"{rel} cell {cell} (output)", pool)
+            problems += check_sentence_tallies(text, f"{rel} cell {cell} (output)", groups)
     return problems

@@ -692,7 +692,7 @@ def findings(data: Mapping[str, Any]) -> list[str]:
                                    measure="true value") + ".")
         tally = prose.tally_sentence([r["minus_fixed_gain"] for r in rows], noun="budgets")
         out.append(f"d3rlpy {LABELS[name]} against the fixed gain over the budgets "
-                   f"{', '.join(str(r['steps']) for r in rows)} steps: {tally}.")
+                   f"{', '.join(str(r['steps']) for r in rows)} steps (`{name}`, `minus_fixed_gain`): {tally}.")
     out.append("Not held fixed against the pipeline: one Q on the fused reward instead of two heads, float32, "
                "d3rlpy's sampler, and a greedy policy instead of the top-3 actor; a difference between these rows "
                "and the pipeline's learned policy is not attributable to one of them.")
