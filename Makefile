@@ -103,12 +103,12 @@ waypoint-opd-calibration: corpus
 waypoint-curriculum: corpus
 	$(BIN)/python studies/waypoint_curriculum.py --seeds 42-57 --jobs 2
 
-# pinterest_rlbp: placebo, operator and one-factor ablations at the seed's budget, 20 seeds, paired CIs (458 s on 2 cores, measured)
+# pinterest_rlbp: placebo, operator and ablations (one factor per row unless the row says otherwise) at our default budget of 600 critic steps, 20 seeds, paired CIs (458 s on 2 cores, measured)
 rlbp-diagnosis: install
 	$(BIN)/python studies/rlbp_diagnosis.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
-# pinterest_rlbp: why our held-out TD losses differ from the seed's (units; relaxation vs Adam), 20 seeds (52 s on 2 cores, measured)
+# pinterest_rlbp: hypotheses for why our held-out TD losses differ from the seed's (units; relaxation vs Adam), 20 seeds (52 s on 2 cores, measured)
 rlbp-td-calibration: install
 	$(BIN)/python studies/rlbp_td_calibration.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)

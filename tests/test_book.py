@@ -12,6 +12,7 @@ import functools
 import http.server
 import json
 import re
+import shutil
 import threading
 import urllib.parse
 from pathlib import Path
@@ -551,3 +552,47 @@ def test_audit_figures_are_recounted_from_the_committed_per_bug_report(tmp_path,
     monkeypatch.setattr(trust, "AUDIT_REPORTS", reports)
     assert f"{caught - 1} of {len(moving)}" in trust.audits_table()
     assert any(flip["id"] in line for line in trust.audit_report_sections())
+
+
+# --- The trust report read back by code of its own (litrepro.trust_readback) ------------------------
+
+def _trust_inputs(built):
+    from litrepro import trust_readback
+
+    _, src = built
+    markdown = (src / "trust.md").read_text(encoding="utf-8")
+    registry = json.loads((src / "_guards_registry.json").read_text(encoding="utf-8"))
+    arm_maps = {m: trust.registry(m)[1] for m in trust.AUDIT_MODULES}
+    return trust_readback, markdown, registry, arm_maps
+
+
+def test_every_trust_cell_recomputes_from_the_json(built):
+    reader, markdown, registry, arm_maps = _trust_inputs(built)
+    assert reader.check(markdown, registry, arm_maps) == []
+    assert len(reader.table_rows(markdown, "checks-pinterest_rlbp")) > 50
+
+
+@pytest.mark.parametrize("old, new", [
+    (": 640 of 640 (seed x condition x arm)", ": 639 of 640 (seed x condition x arm)"),   # a study tally off by one
+    ("true on 42, 43, 44", "true on 42, 43"),                                            # a seed dropped
+    (" tests, ", " tests, 1"),                                                           # a fault-test count
+])
+def test_a_changed_trust_cell_fails_the_readback(built, old, new):
+    reader, markdown, registry, arm_maps = _trust_inputs(built)
+    assert old in markdown
+    assert reader.check(markdown.replace(old, new), registry, arm_maps)          # in the sort key and the text
+
+
+def test_a_study_record_that_failed_but_shows_held_fails_the_readback(built, tmp_path):
+    """The audit's miss: the page says 'k of k held' for a study whatever its records say. Here the records say
+    one seed failed, and the committed page (made from the real records) no longer reads back."""
+    reader, markdown, registry, arm_maps = _trust_inputs(built)
+    shutil.copytree(RENDERED, tmp_path / "rendered", ignore=shutil.ignore_patterns("*.ipynb", "*.png", "*.html"))
+    path = tmp_path / "rendered" / "waypoint_opd" / "effect_study.json"
+    data = json.loads(path.read_text())
+    name = next(iter(data["per_seed"][0]["checks"]))
+    data["per_seed"][0]["checks"][name] = False
+    path.write_text(json.dumps(data))
+    problems = reader.check(markdown, registry, arm_maps, root=tmp_path)
+    assert any(f"trust: {name}, studies:" in p for p in problems), problems
+    assert any("did not hold somewhere" in p for p in problems), problems

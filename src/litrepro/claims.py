@@ -822,13 +822,14 @@ def _bullets(sentences: list[str]) -> str:
 
 
 def _diagnosis_table(data: dict) -> str:
+    from litrepro.rlbp import diagnosis
     from litrepro.rlbp.diagnosis import BEST_CONSTANT
 
     rows = []
     for a in data["summary"]["arms"]:
         f, m = a["minus_fixed_gain"], a["minus_max_min"]
         same = a["arm"] == "max_min"
-        rows.append([f"`{a['arm']}`", a["changes"], prose.estimate(f), prose.direction(f),
+        rows.append([f"`{a['arm']}`", diagnosis.changes_text(a), prose.estimate(f), prose.direction(f),
                      "—" if same else prose.estimate(m), "—" if same else prose.direction(m), prose.value(a["mean_action_shares"][BEST_CONSTANT], 2, sign=False)])
     return _table(["arm", "what it changes", "arm − fixed gain", "reads", "arm − max_min", "reads",
                    "share of decisions on action 8"], rows)
@@ -1105,6 +1106,14 @@ def headline_transfer(root: Path) -> str:
             "the frontier are our reconstruction):\n\n" + _bullets(keep))
 
 
+def _recorded_teacher_rl_lr() -> float:
+    """The teacher RL's learning rate of the per-seed notebooks, which is the seed file's recorded
+    ``teacher_rl_audit.learning_rate`` (the waypoint rendered seeds' contract checks compare it)."""
+    from litrepro.waypoint.config import WaypointConfig
+
+    return WaypointConfig().teacher_rl_lr
+
+
 @block("headline-glance", "README.md")
 def headline_glance(root: Path) -> str:
     """Four lines at the top of the front page: the learned bidder at convergence against the baselines, the learned
@@ -1118,7 +1127,12 @@ def headline_glance(root: Path) -> str:
     budget = rlbp_budget.findings(load(root, BUDGET))
     contextual = contextual_budget.findings(load(root, "rendered/pinterest_rlbp/contextual_budget.json"),
                                             load(root, "rendered/pinterest_rlbp/contextual_study.json"))
-    transfer = transfer_study.findings(load(root, TRANSFER))
+    transfer_data = load(root, TRANSFER)
+    transfer = transfer_study.findings(transfer_data)
+    cfg = transfer_data["config"]
+    regime = (f"(our transfer regime: a teacher whose RL learning rate is {cfg['teacher_rl_lr']:g}, not the recorded "
+              f"{_recorded_teacher_rl_lr():g}; {cfg['updates']} updates of {cfg['batch']} rollouts at student learning "
+              f"rate {cfg['lr']:g})")
 
     def pick(lines: list[str], start: str, contains: str = "") -> str:
         found = [x for x in lines if x.startswith(start) and contains in x]
@@ -1130,7 +1144,7 @@ def headline_glance(root: Path) -> str:
         "`pinterest_rlbp`, the learned bidder: " + pick(budget, "At the budget the convergence rule picks"),
         "`pinterest_rlbp` where the best gain depends on the state (the `contextual` market): "
         + pick(contextual, "So in this market"),
-        "`waypoint_opd`, distillation: " + pick(transfer, "Primary endpoint"),
+        f"`waypoint_opd`, distillation {regime}: " + pick(transfer, "Primary endpoint"),
         "`waypoint_opd`, the gate: " + pick(transfer, "Against the final-only learning-rate frontier", "the waypoint gate is")])
 
 

@@ -213,7 +213,7 @@ def findings(data: Mapping[str, Any]) -> list[str]:
     s, budgets = data["summary"], data["budgets"]
     c = s["comparisons"]
     rep = s["replicated"]
-    out = [f"Market `contextual` (our reconstruction), {s['n_seeds']} seeds; each arm changes one part of the seed's "
+    out = [f"Market `contextual` (our reconstruction), {s['n_seeds']} seeds; each arm changes one part of our "
            f"pipeline and is paired with the budget study's max_min and placebo at equal budget ({rep['arm']} re-run "
            f"here equals the budget study's on {prose.count(rep['k'], rep['n'], 'seeds')}); 95% t intervals, not "
            "adjusted for the number shown."]

@@ -979,7 +979,8 @@ def ablation_findings(data: Mapping[str, Any]) -> list[str]:
     rows = data["summary"].get("ablation", [])
     out = []
     if rows:
-        out.append(f"One factor per row, arm a - arm b on the same seeds; raw 95% t intervals and, beside them, "
+        out.append(f"One factor per row (where a row's arms differ in more, the row says so in brackets), "
+                   f"arm a - arm b on the same seeds; raw 95% t intervals and, beside them, "
                    f"Holm-adjusted ones over the {len(rows)} rows (the interval at the level Holm's step-down "
                    "procedure tests the row at; its words from the adjusted p-value).")
     for r in rows:
@@ -993,6 +994,17 @@ def ablation_findings(data: Mapping[str, Any]) -> list[str]:
 
 # --- Display ------------------------------------------------------------------------------------
 
+#: What the recorded arm descriptions (``ARMS``, hashed into the study, so not edited) leave unsaid about which
+#: parts are ours: shown after an arm's description wherever it is displayed.
+OURS_NOTE = {"max_min": "the seed records the max/min backup; gamma 0.9 and the sync period of 50 are ours"}
+
+
+def changes_text(arm: Mapping[str, Any]) -> str:
+    """An arm's description as the JSON records it, with :data:`OURS_NOTE` where the description needs it."""
+    note = OURS_NOTE.get(arm["arm"])
+    return f"{arm['changes']} ({note})" if note else arm["changes"]
+
+
 def table(data: Mapping[str, Any]):
     """Per arm: what it changes, arm - fixed gain and arm - max_min (bounds rounded outward), headroom share,
     and its share of decisions on action 8."""
@@ -1003,7 +1015,7 @@ def table(data: Mapping[str, Any]):
     rows = []
     for a in data["summary"]["arms"]:
         h = a["share_of_headroom"]
-        rows.append({"arm": a["arm"], "changes": a["changes"],
+        rows.append({"arm": a["arm"], "changes": changes_text(a),
                      "arm − fixed gain": f"{a['minus_fixed_gain']['mean_difference']:+.4f} "
                                          f"{fmt_ci(a['minus_fixed_gain']['ci95_low'], a['minus_fixed_gain']['ci95_high'])}",
                      "arm − max_min": f"{a['minus_max_min']['mean_difference']:+.4f} "

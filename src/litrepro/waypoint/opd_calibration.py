@@ -185,8 +185,14 @@ def findings(data: Mapping[str, Any]) -> list[str]:
     out = []
     for s in data["arms"]:
         g, p = s["figures"]["opd_history.gradient_norm"], s["figures"]["metrics.parameter_delta_l2"]
+        seed_scale_off = sorted(f for f, v in s["figures"].items() if f not in TARGETS
+                                and v.get("z_per_seed") is not None and abs(v["z_per_seed"]) > 3)
         if s["calibrated_without_breaking"]:
-            verdict = "within 3 recorded SDs at both scales, breaking no other calibrated figure or recorded setting"
+            verdict = ("within 3 recorded SDs at both scales, breaking no other calibrated figure or recorded setting "
+                       "at the per-step scale")
+            if seed_scale_off:
+                verdict += (f"; at the scale of per-seed means {', '.join(seed_scale_off)} "
+                            f"{'is' if len(seed_scale_off) == 1 else 'are'} beyond 3 recorded SDs")
         elif s["targets_within_3sd"]:
             parts = ([f"it moves {', '.join(s['others_off'])} beyond 3 recorded SDs"] if s["others_off"] else []) + (
                 [f"it contradicts the recorded {', '.join(s['recorded_settings_contradicted'])}"]

@@ -515,7 +515,8 @@ def findings(data: Mapping[str, Any]) -> list[str]:
            f"teacher whose RL (learning rate {cfg['teacher_rl_lr']:g}{strongest}) raised P(even first byte) by "
            f"{fmt_ci(gain['ci95_low'], gain['ci95_high'])}, "
            f"for {cfg['updates']} updates of {cfg['batch']} rollouts at learning rate {cfg['lr']:g} "
-           f"(the seed: {seed_cfg.student_steps} updates of {seed_cfg.opd_batch} at {seed_cfg.student_lr:g}), {n} seeds, "
+           f"(our per-seed notebooks: the seed's {seed_cfg.student_steps} updates, of {seed_cfg.opd_batch} rollouts "
+           f"at our learning rate {seed_cfg.student_lr:g}), {n} seeds, "
            "every arm from the same start and streams."]
     p = data["primary_endpoint"]
     if p["ci95_low"] >= p["threshold"]:
