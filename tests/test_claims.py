@@ -178,6 +178,12 @@ def test_a_missing_or_unknown_block_is_reported(tree):
     ("It holds on 17/20 seeds.", False),                              # "k/n" is a tally
     ("It holds on 17 out of 20 seeds.", False),
     ("It holds on 17 of the 20 seeds.", False),
+    ("It holds in three of four conditions.", False),                 # a count in words
+    ("It holds on seventeen out of twenty seeds.", False),
+    ("It holds on 17 out of twenty seeds.", False),
+    ("Twelve seeds held and eight failed.", False),
+    ("The arms differ in one of three ways.", True),                  # structure, not a count of results
+    ("Both notebooks run the three rendered seeds.", True),
     ("Every action is logged with μ = 1/9.", True),                   # a unit share, not a tally
     ("Seeds 42 to 61 on 8d of data, the 3rd arm.", True),             # integers with glued words stay structural
     ("A version 2.13.0 of torch.", True),                             # a version is not a figure

@@ -545,6 +545,17 @@ _NUMBER = re.compile(
 _K_OF_N = re.compile(r"(?<![\w./])(?:\d+ (?:out )?of (?:the |all )?\d+|(?:[2-9]|[1-9]\d+)/\d+)(?![\w./])")
 
 
+_NUMBER_WORDS = ("one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"
+                 "seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty")
+#: A count written in words over the units a study counts: "three of four conditions", "seventeen out of twenty
+#: seeds", "twelve seeds" ("one of two ways", "the three rendered seeds" are structure: no number word before a
+#: counted unit other than the rendered seeds' "three").
+_COUNTED = r"(?:seeds?|conditions?|levels?|backups?|budgets?|arms?|figures?|cases?|checks?|rows?|bugs?)"
+_K_OF_N_WORDS = re.compile(
+    rf"(?i)(?<![\w-])(?:(?:{_NUMBER_WORDS}|\d+) (?:out )?of (?:the |all )?(?:{_NUMBER_WORDS}) {_COUNTED}"
+    rf"|(?:{_NUMBER_WORDS}|\d+) (?:out )?of (?:the |all )?(?:{_NUMBER_WORDS}|\d+)(?= {_COUNTED}\b)"
+    rf"|(?:{_NUMBER_WORDS.replace('one|', '').replace('three|', '')}) (?:of (?:the|our|its) )?(?:\w+ )?{_COUNTED}(?= (?:held|failed|passed|are|were|show|give|gave|lie|reach|move)))\b")
+
 _MATH_INDEX = re.compile(r"[_^]\{[^{}\n]*\}")
 
 
@@ -686,6 +697,9 @@ def scan_prose(text: str, where: str, values: dict[str, list[float]], original: 
     """Problems: each result number in ``text`` (already blanked outside prose) that is not a stated value."""
     shown = original if original is not None else text
     problems = []
+    for m in _K_OF_N_WORDS.finditer(text):
+        problems.append(f"{where}: line {shown.count(chr(10), 0, m.start()) + 1}: count in words '{m.group(0)}' outside "
+                        f"a generated block: {_sentence(shown, m.start())}")
     for m in _K_OF_N.finditer(text):
         problems.append(f"{where}: line {shown.count(chr(10), 0, m.start()) + 1}: count '{m.group(0)}' outside a generated block: "
                         f"{_sentence(shown, m.start())}")
