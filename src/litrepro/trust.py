@@ -515,5 +515,8 @@ def report_markdown(rows: list[CheckRow], others: dict[str, list[str]], *, colle
               "Each test's outcome is the one `make test` recorded (`pytest --fault-results build/fault_tests.json`) "
               "in the last full run whose results were committed with `make fault-results`. "
               "`make test` fails when that file misses a fault test or records one that did not pass, so a "
-              "committed page cannot show a fault test as passing that was never run.", ""]
+              "committed page cannot show a fault test as passing that was never run. Every cell of the check "
+              "tables and every count of the summary above is read back and recomputed from the JSON by "
+              "`litrepro.trust_readback`, code that shares nothing with this page's writer, in `make test` "
+              "(`tests/test_book.py`).", ""]
     return "\n".join(lines)
