@@ -554,6 +554,23 @@ def test_audit_figures_are_recounted_from_the_committed_per_bug_report(tmp_path,
     assert any(flip["id"] in line for line in trust.audit_report_sections())
 
 
+def test_an_audit_report_with_parts_is_recounted_per_part(tmp_path, monkeypatch):
+    reports = tmp_path / "benchmarks" / "fault_audits"
+    reports.mkdir(parents=True)
+    bugs = [{"id": f"B{i}", "part": part, "file": "src/litrepro/x.py", "verdict": verdict, "moved": moved}
+            for i, (part, verdict, moved) in enumerate([("studies", "caught", ["a"]), ("studies", "missed", ["b"]),
+                                                        ("studies", "caught", []), ("prose", "caught", ["c"])])]
+    (reports / "x.json").write_text(json.dumps({"bugs": bugs}))
+    audits = tmp_path / "fault_audits.json"
+    audits.write_text(json.dumps({"about": "", "audits": [{"name": "fifth", "source": "benchmarks/fault_audits/x.json"}]}))
+    monkeypatch.setattr(trust, "ROOT", tmp_path)
+    monkeypatch.setattr(trust, "AUDIT_REPORTS", reports)
+    table = trust.audits_table(audits)
+    assert "2 of 3" in table                              # all parts: B0, B1, B3 moved a figure; B0 and B3 caught
+    assert ">studies<" in table and "1 of 2" in table     # the bug that moved nothing (B2) is not counted
+    assert ">prose<" in table and "1 of 1" in table
+
+
 # --- The trust report read back by code of its own (litrepro.trust_readback) ------------------------
 
 def _trust_inputs(built):

@@ -326,6 +326,17 @@ def audit_report_tally(path: Path) -> dict[str, Any]:
             "missed": [b["id"] for b in moving if b.get("verdict") != "caught"]}
 
 
+def audit_report_parts(path: Path) -> dict[str, dict[str, int]]:
+    """Per part (a bug's ``part`` field, when the report's bugs carry one): its number-moving and caught bugs."""
+    out: dict[str, dict[str, int]] = {}
+    for b in json.loads(path.read_text())["bugs"]:
+        if b.get("part") and b.get("moved"):
+            t = out.setdefault(str(b["part"]), {"number_moving": 0, "caught": 0})
+            t["number_moving"] += 1
+            t["caught"] += b.get("verdict") == "caught"
+    return out
+
+
 def moved_by_check() -> dict[str, list[str]]:
     """What moves when a check breaks, from the committed audit reports: for each check, the reported figures
     that the bugs turning it false moved (most often first)."""
@@ -375,6 +386,12 @@ def audits_table(path: Path = FAULT_AUDITS) -> str:
                          (_e(audit.get("follow_up", "")), "", ""),
                          (f'recounted from <a href="#{anchor}"><code>{_e(report.relative_to(ROOT).as_posix())}</code></a>, '
                           "one row per bug (below)", report.name, "")])
+            for part, pt in audit_report_parts(report).items():          # a report whose bugs name their part
+                pshare = pt["caught"] / pt["number_moving"] if pt["number_moving"] else float("nan")
+                rows.append([(_e(audit["name"]), audit["name"], ""), (_e(part), part, ""),
+                             (f"{pt['caught']} of {pt['number_moving']}", f"{pshare:.6f}", ""),
+                             (f"{100 * pshare:.0f} %", f"{pshare:.6f}", ""), ("", "", ""),
+                             (f'<a href="#{anchor}">per bug, below</a>', report.name, "")])
             continue
         # no per-bug report: its tallies were typed from an issue or an old README, so they are not quoted
         rows.append([(_e(audit["name"]), audit["name"], ""), ("—", "", ""),
