@@ -890,7 +890,9 @@ def headline_why(root: Path) -> str:
         "placebo's is no evidence for the arm.", "",
         _diagnosis_table(diag), "",
         diagnosis.truth_finding(diag) or "", "",
-        f"`waypoint_opd`: the gate's effect as the teacher's RL moves further, {dose['n_seeds']} seeds per level "
+        f"`waypoint_opd`: the gate's effect as the teacher's RL moves further (the dose is the teacher-RL learning "
+        f"rate, {min(dose['levels_teacher_rl_lr'].values()):g} to {max(dose['levels_teacher_rl_lr'].values()):g}, where "
+        f"the seed records {_recorded_teacher_rl_lr():g}), {dose['n_seeds']} seeds per level "
         f"(`{DOSE_RESPONSE}`), in one setting only: the `{dose['student_start']}` student, "
         f"{dose['teacher_rl_rollouts']} rollouts per teacher-RL update, {dose['teacher_rl_updates']} updates, "
         f"pretraining learning rate {dose['teacher_pretrain_lr']}, {dose['comparison_steps']} distillation steps:", "",
@@ -1155,7 +1157,8 @@ def headline_glance(root: Path) -> str:
         return found[0]
 
     return "Every study design, budget, baseline and arm below is our reconstruction; the seed files record component-level runs only.\n\n" + _bullets([
-        "`pinterest_rlbp`, the learned bidder: " + pick(budget, "At the budget the convergence rule picks"),
+        f"`pinterest_rlbp`, the learned bidder (the seed's `max_min` backup, our default market, "
+        f"{load(root, BUDGET)['n_seeds']} seeds): " + pick(budget, "At the budget the convergence rule picks"),
         "`pinterest_rlbp` where the best gain depends on the state (the `contextual` market): "
         + pick(contextual, "So in this market"),
         f"`waypoint_opd`, distillation {regime}: " + pick(transfer, "Primary endpoint"),

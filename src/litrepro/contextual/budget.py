@@ -445,8 +445,10 @@ def findings(data: Mapping[str, Any], contextual: Mapping[str, Any] | None = Non
             lo = stats.round_outward(table["ci95_low"], 2, up=False)
             out.append(f"So in this market the learned bidder with the seed's max/min backup, given {top} critic steps, "
                        f"gains over the best constant at most {prose.value(hi, 2)} (its interval's upper bound), less "
-                       f"than the {prose.value(lo, 2)} that the per-campaign table policy gains at least. That gain mixes "
-                       "choosing a constant per campaign with reacting to the state inside a campaign.")
+                       f"than the {prose.value(lo, 2)} that the per-campaign table policy (an oracle tuned with the simulator) "
+                       "gains at least; these are two comparisons with the best constant, not a paired difference. "
+                       "The table's gain mixes choosing a constant per campaign with reacting to the state inside a "
+                       "campaign.")
         if within is not None:
             line = ("The part that reacting inside a campaign is worth (value minus each campaign's own mix of the "
                     f"actions it took) is {prose.estimate(within)} for the table policy and {prose.estimate(g)} for "

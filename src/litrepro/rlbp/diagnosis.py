@@ -146,7 +146,8 @@ CAUSES = {
 }
 #: Explanations no arm here tests (named so that no sentence claims them).
 UNTESTED = ("other critic architectures or state features than the pipeline's",
-            "other behaviour policies or more logged days for these arms (the backup study varies the days for max_min)")
+            "other behaviour policies, or more logged days for the arms other than max_min and expected_sarsa (the "
+            "backup study varies the days for max_min; the budget study's data-scaling rows run both at more days)")
 
 
 class StudyRefused(ValueError):

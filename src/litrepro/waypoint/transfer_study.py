@@ -516,6 +516,7 @@ def findings(data: Mapping[str, Any]) -> list[str]:
            f"{fmt_ci(gain['ci95_low'], gain['ci95_high'])}, "
            f"for {cfg['updates']} updates of {cfg['batch']} rollouts at learning rate {cfg['lr']:g} "
            f"(our per-seed notebooks: the seed's {seed_cfg.student_steps} updates, of {seed_cfg.opd_batch} rollouts "
+           f"(our reading of its {seed_cfg.opd_batch * seed_cfg.max_new_tokens} valid tokens per step) "
            f"at our learning rate {seed_cfg.student_lr:g}), {n} seeds, "
            "every arm from the same start and streams."]
     p = data["primary_endpoint"]
