@@ -172,3 +172,31 @@ def test_an_off_tally_in_a_notebooks_printed_finding_fails():
     line = next(l for l in texts[0].splitlines() if "higher in 4 of 4 conditions" in l)
     assert readback.check_sentence_tallies(line.replace("higher in 4 of 4", "higher in 3 of 4") + ", lower in 1",
                                            "t", groups)
+
+
+# --- counts of checks and named budgets (the fifth unseen audit's prose misses P06 and P18) -------------
+
+def test_the_check_count_table_recounts_from_the_seed_json():
+    block = dict(readback.blocks((ROOT / "README.md").read_text()))["headline-methods"]
+    assert readback.check_check_counts(block, "t", ROOT) == []
+    k, n, false = readback.seed_check_counts("waypoint_opd", "checks", ROOT)
+    assert false and f"{k} of {n} checks" in block
+    assert readback.check_check_counts(block.replace(f"{k} of {n} checks", f"{k} of {n + 1} checks"), "t", ROOT)
+    assert readback.check_check_counts(block.replace(f"`{false[0]}`", "`another_check`"), "t", ROOT)
+
+
+def test_a_count_of_checks_that_includes_a_non_boolean_check_fails(tmp_path):
+    (tmp_path / "rendered" / "m").mkdir(parents=True)
+    for seed, v in ((42, True), (43, "not_applicable")):
+        (tmp_path / "rendered" / "m" / f"seed-{seed}.json").write_text(json.dumps({"checks": {"a": True, "b": v}}))
+    assert readback.seed_check_counts("m", "checks", tmp_path) == (1, 1, [])
+
+
+def test_a_critic_budget_read_from_another_key_fails():
+    page = (ROOT / "docs" / "findings.md").read_text()
+    block = dict(readback.blocks(page))["headline-rlbp-study"]
+    steps = re.search(r"(\d+) critic steps", block)
+    assert steps and readback.check_critic_steps(block, "t", ROOT) == []
+    actor = json.loads((ROOT / "rendered/pinterest_rlbp/backup_study.json").read_text())["provenance"]["parameters"]["actor_steps"]
+    bad = block.replace(steps.group(0), f"{actor} critic steps")
+    assert readback.check_critic_steps(bad, "t", ROOT)

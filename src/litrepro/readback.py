@@ -400,6 +400,87 @@ def check_sentence_tallies(text: str, where: str, groups: list[list[tuple]]) -> 
     return problems
 
 
+def seed_check_counts(method: str, field: str, root: Path) -> tuple[int, int, list[str]]:
+    """(true on every seed, boolean checks, false on some seed) of one ``*checks`` field over the rendered seed
+    JSON: a check whose value is not a boolean on some seed (``"not_applicable"``) is no boolean check."""
+    values: dict[str, list[Any]] = {}
+    for path in sorted((root / "rendered" / method).glob("seed-*.json")):
+        if not path.stem[len("seed-"):].isdigit():
+            continue
+        for name, v in (json.loads(path.read_text(encoding="utf-8")).get(field) or {}).items():
+            values.setdefault(name, []).append(v)
+    boolean = {k: v for k, v in values.items() if all(isinstance(x, bool) for x in v)}
+    return (sum(all(v) for v in boolean.values()), len(boolean),
+            sorted(k for k, v in boolean.items() if not all(v)))
+
+
+_COUNT_CELL = re.compile(r"^(\d+) of (\d+) checks$")
+
+
+def check_check_counts(text: str, where: str, root: Path) -> list[str]:
+    """Problems of a table whose columns count checks ("seed-file checks true", "our extra checks true", and the
+    false checks' names): each row names its method, and every count is recounted from the seed JSON."""
+    problems, header = [], None
+    columns = {"seed-file checks true": "checks", "our extra checks true": "extra_checks"}
+    for line in text.splitlines():
+        if not line.lstrip().startswith("|"):
+            header = None
+            continue
+        cells = _cells(line)
+        if header is None:
+            header = cells
+            continue
+        if set(cells) <= {"---", ""} or not any(h in columns for h in header):
+            continue
+        method = next((_label(c) for c in cells if _label(c) in ("pinterest_rlbp", "waypoint_opd")), None)
+        if method is None:
+            problems.append(f"{where}: a check-count row names no method: {line.strip()[:80]}")
+            continue
+        for title, cell in zip(header, cells):
+            if title in columns:
+                k, n, _ = seed_check_counts(method, columns[title], root)
+                if cell != f"{k} of {n} checks":
+                    problems.append(f"{where}: {method}, '{title}' says '{cell}'; the seed JSON gives {k} of {n}")
+            elif title.startswith("false"):
+                _, _, false = seed_check_counts(method, "checks", root)
+                named = sorted(re.findall(r"`([^`]+)`", cell))
+                if named != false:
+                    problems.append(f"{where}: {method}, '{title}' names {named}; false on some seed: {false}")
+    return problems
+
+
+#: "600 critic steps" in a generated sentence: the number must be a critic budget of the JSON the block cites.
+_CRITIC_STEPS = re.compile(r"(?<![\w.])(\d+) critic steps")
+_CITED = re.compile(r"`(rendered/[\w./-]+\.json)`")
+
+
+def check_critic_steps(text: str, where: str, root: Path) -> list[str]:
+    """Problems of "N critic steps" in a generated block: N is no ``critic_steps`` value (nor a step count of a
+    critic budget grid: a key with "steps" or "budget" in it) of the JSON files the block cites."""
+    cited = [root / rel for rel in _CITED.findall(text) if (root / rel).is_file()]
+    if not cited:
+        return []
+    allowed: set[int] = set()
+
+    def walk(obj: Any, key: str = "") -> None:
+        if isinstance(obj, dict):
+            for k, v in obj.items():
+                if "actor" not in k:
+                    walk(v, k)
+        elif isinstance(obj, list):
+            for v in obj:
+                walk(v, key)
+        elif isinstance(obj, int) and not isinstance(obj, bool) and ("steps" in key or "budget" in key):
+            allowed.add(obj)
+        elif isinstance(obj, str) and ("steps" in key or "budget" in key) and obj.isdigit():
+            allowed.add(int(obj))
+
+    for path in cited:
+        walk(json.loads(path.read_text(encoding="utf-8")))
+    return [f"{where}: '{m.group(0)}' is no critic budget of {', '.join(p.name for p in cited)}"
+            for m in _CRITIC_STEPS.finditer(text) if int(m.group(1)) not in allowed]
+
+
 def blocks(text: str) -> Iterator[tuple[str, str]]:
     """``(name, inner text)`` of each generated block of a page (unbalanced markers are ``claims``'s to report)."""
     open_ = None
@@ -435,6 +516,8 @@ def check(root: Path = ROOT) -> list[str]:
             problems += check_text(inner, f"{rel}: block {name!r}", pool)
             problems += check_tallies(inner, f"{rel}: block {name!r}", groups)
             problems += check_sentence_tallies(inner, f"{rel}: block {name!r}", groups)
+            problems += check_check_counts(inner, f"{rel}: block {name!r}", root)
+            problems += check_critic_steps(inner, f"{rel}: block {name!r}", root)
     for path in sorted((root / "rendered").rglob("*.ipynb")):
         rel = path.relative_to(root).as_posix()
         for cell, text in printed_outputs(path):
