@@ -200,3 +200,15 @@ def test_a_critic_budget_read_from_another_key_fails():
     actor = json.loads((ROOT / "rendered/pinterest_rlbp/backup_study.json").read_text())["provenance"]["parameters"]["actor_steps"]
     bad = block.replace(steps.group(0), f"{actor} critic steps")
     assert readback.check_critic_steps(bad, "t", ROOT)
+
+
+def test_a_ratio_word_that_contradicts_its_interval_fails():
+    """The fifth unseen audit's P13: the spread sentence said 'smaller than' for an F interval above 1."""
+    text = next(inner for page in ("docs/pinterest_rlbp.md", "docs/findings.md")
+                for name, inner in readback.blocks((ROOT / page).read_text()) if re.search(r"ratio \[", inner)
+                and "larger than ours" in inner)
+    assert readback.check_ratio_words(text, "t") == []
+    assert readback.check_ratio_words(text.replace("larger than ours", "smaller than ours"), "t")
+    assert readback.check_ratio_words("It is smaller than ours (ratio [0.41, 0.93]).", "t") == []
+    assert readback.check_ratio_words("It is not shown different from ours (ratio [0.41, 1.3]).", "t") == []
+    assert readback.check_ratio_words("It is larger than ours (ratio [0.41, 1.3]).", "t")

@@ -178,6 +178,28 @@ def _line_at(text: str, pos: int) -> str:
     return text[start:end if end >= 0 else len(text)]
 
 
+#: A ratio printed as "... is larger than ours (...; ratio [low, high] ...)": its word compares the interval with 1.
+_RATIO_WORD = re.compile(r"larger than|smaller than|not shown different from")
+_RATIO_INTERVAL = re.compile(rf"ratio \[(?P<lo>{_NUM}), (?P<hi>{_NUM})\]")
+
+
+def check_ratio_words(text: str, where: str) -> list[str]:
+    """Problems of a ratio's word: the last of "larger than", "smaller than", "not shown different from" before a
+    printed ``ratio [low, high]`` in its sentence must be what the printed interval says about 1."""
+    problems = []
+    for m in _RATIO_INTERVAL.finditer(text):
+        start = max(text.rfind(". ", 0, m.start()) + 2, text.rfind("\n", 0, m.start()) + 1, 0)
+        words = _RATIO_WORD.findall(text, start, m.start())
+        if not words:
+            continue
+        lo, hi = _float(m.group("lo")), _float(m.group("hi"))
+        want = "larger than" if lo > 1 else "smaller than" if hi < 1 else "not shown different from"
+        if words[-1] != want:
+            problems.append(f"{where}: '{words[-1]}' beside the ratio [{m.group('lo')}, {m.group('hi')}], which reads "
+                            f"'{want}' 1")
+    return problems
+
+
 def check_text(text: str, where: str, pool: list[tuple]) -> list[str]:
     """Problems of one generated text: an interval that no JSON interval prints as, an interval in a table row that
     is not the labelled row's, or a word it contradicts."""
@@ -517,10 +539,12 @@ def check(root: Path = ROOT) -> list[str]:
             problems += check_tallies(inner, f"{rel}: block {name!r}", groups)
             problems += check_sentence_tallies(inner, f"{rel}: block {name!r}", groups)
             problems += check_check_counts(inner, f"{rel}: block {name!r}", root)
+            problems += check_ratio_words(inner, f"{rel}: block {name!r}")
             problems += check_critic_steps(inner, f"{rel}: block {name!r}", root)
     for path in sorted((root / "rendered").rglob("*.ipynb")):
         rel = path.relative_to(root).as_posix()
         for cell, text in printed_outputs(path):
             problems += check_text(text, f"{rel} cell {cell} (output)", pool)
             problems += check_sentence_tallies(text, f"{rel} cell {cell} (output)", groups)
+            problems += check_ratio_words(text, f"{rel} cell {cell} (output)")
     return problems
