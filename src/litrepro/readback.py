@@ -310,10 +310,9 @@ def count_rows(rows: list[tuple], beyond_sd: bool) -> dict[str, int]:
     return out
 
 
-def check_tallies(text: str, where: str, groups: list[list[tuple]]) -> list[str]:
-    """Problems of the tally cells of a text's tables: a count that no group of the labelled JSON rows gives."""
-    vocabulary = frozenset(v for g in groups for row in g for v in row[0] if not _NUMERIC.fullmatch(v))
-    problems, header = [], None
+def table_rows(text: str) -> Iterator[tuple[str, list[str], list[str]]]:
+    """``(line, header cells, cells)`` of every data row of the markdown tables in ``text`` (separators skipped)."""
+    header = None
     for line in text.splitlines():
         if not line.lstrip().startswith("|"):
             header = None
@@ -321,7 +320,15 @@ def check_tallies(text: str, where: str, groups: list[list[tuple]]) -> list[str]
         cells = _cells(line)
         if header is None:
             header = cells
-            continue
+        elif not set(cells) <= {"---", ""}:
+            yield line, header, cells
+
+
+def check_tallies(text: str, where: str, groups: list[list[tuple]]) -> list[str]:
+    """Problems of the tally cells of a text's tables: a count that no group of the labelled JSON rows gives."""
+    vocabulary = frozenset(v for g in groups for row in g for v in row[0] if not _NUMERIC.fullmatch(v))
+    problems = []
+    for _, header, cells in table_rows(text):
         names = frozenset(_label(c) for c in cells if _label(c) in vocabulary)
         for i, cell in enumerate(cells):
             tally = parse_tally(cell)
@@ -442,17 +449,10 @@ _COUNT_CELL = re.compile(r"^(\d+) of (\d+) checks$")
 def check_check_counts(text: str, where: str, root: Path) -> list[str]:
     """Problems of a table whose columns count checks ("seed-file checks true", "our extra checks true", and the
     false checks' names): each row names its method, and every count is recounted from the seed JSON."""
-    problems, header = [], None
+    problems = []
     columns = {"seed-file checks true": "checks", "our extra checks true": "extra_checks"}
-    for line in text.splitlines():
-        if not line.lstrip().startswith("|"):
-            header = None
-            continue
-        cells = _cells(line)
-        if header is None:
-            header = cells
-            continue
-        if set(cells) <= {"---", ""} or not any(h in columns for h in header):
+    for line, header, cells in table_rows(text):
+        if not any(h in columns for h in header):
             continue
         method = next((_label(c) for c in cells if _label(c) in ("pinterest_rlbp", "waypoint_opd")), None)
         if method is None:
