@@ -34,6 +34,13 @@ _STUDY = re.compile(r"^(?P<study>[\w.-]+): (?P<held>\d+) of (?P<records>\d+) \((
 _FAULTS = re.compile(r"^(?P<n>\d+) tests?, (?P<passed>\d+) passed")
 
 
+def _json(path: Path, cache: dict[Path, Any]) -> Any:
+    """A JSON file, read once per :func:`check`."""
+    if path not in cache:
+        cache[path] = json.loads(path.read_text(encoding="utf-8"))
+    return cache[path]
+
+
 def _text(body: str) -> str:
     return " ".join(html.unescape(re.sub(r"<[^>]+>", "", body)).split())
 
@@ -48,14 +55,14 @@ def table_rows(markdown: str, table_id: str) -> list[list[dict[str, str]]]:
              for c in _CELL.finditer(row)] for row in _ROW.findall(body)]
 
 
-def seed_values(method: str, name: str, root: Path) -> dict[int, Any]:
+def seed_values(method: str, name: str, root: Path, cache: dict[Path, Any] | None = None) -> dict[int, Any]:
     """Seed -> the check's recorded value, over every seed JSON that records it."""
     out = {}
     for path in (root / "rendered" / method).glob("seed-*.json"):
         stem = path.stem[len("seed-"):]
         if not stem.isdigit():
             continue
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = _json(path, {} if cache is None else cache)
         for key, value in data.items():
             if key.endswith("checks") and isinstance(value, dict) and name in value:
                 out[int(stem)] = value[name]
@@ -85,7 +92,8 @@ def seed_problem(text: str, values: dict[int, Any]) -> str | None:
     return None if text == want else f"'{text}', but the seeds record {want}"
 
 
-def study_counts(method: str, name: str, arm_map: dict[str, str], root: Path) -> dict[tuple[str, str], tuple[int, int]]:
+def study_counts(method: str, name: str, arm_map: dict[str, str], root: Path,
+                 cache: dict[Path, Any] | None = None) -> dict[tuple[str, str], tuple[int, int]]:
     """(study, unit) -> (held, records) of the check, recounted from each study JSON: a per-seed row's own check
     is a "seed x condition" record, an arm's boolean a "seed x condition x arm" record, a per-backup pass rate
     ``n_seeds`` "seed x backup" records and a flat one ``n_seeds`` "seed" records."""
@@ -99,7 +107,7 @@ def study_counts(method: str, name: str, arm_map: dict[str, str], root: Path) ->
     for path in sorted((root / "rendered" / method).glob("*.json")):
         if path.name == "summary.json" or path.name.startswith("seed-"):
             continue
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = _json(path, {} if cache is None else cache)
         if not isinstance(data, dict):
             continue
         for row in data.get("per_seed") or []:
@@ -160,8 +168,10 @@ def check(markdown: str, fault_registry: dict[str, list[str]], arm_maps: dict[st
     except (OSError, ValueError, KeyError):
         outcomes = {}
     problems, per_method, with_tests, not_held, all_tests = [], {}, 0, 0, set()
+    cache: dict[Path, Any] = {}
+    tables = {method: table_rows(markdown, f"checks-{method}") for method in arm_maps}
     for method, arm_map in arm_maps.items():
-        rows = table_rows(markdown, f"checks-{method}")
+        rows = tables[method]
         per_method[method] = len(rows)
         if not rows:
             problems.append(f"trust: no table of {method}'s checks")
@@ -170,10 +180,10 @@ def check(markdown: str, fault_registry: dict[str, list[str]], arm_maps: dict[st
                 problems.append(f"trust: a {method} row has {len(cells)} cells")
                 continue
             name = cells[0]["key"]
-            values = seed_values(method, name, root)
+            values = seed_values(method, name, root, cache)
             if (p := seed_problem(cells[4]["text"], values)):
                 problems.append(f"trust: {name}, rendered seeds: {p}")
-            counts = study_counts(method, name, arm_map, root)
+            counts = study_counts(method, name, arm_map, root, cache)
             if (p := study_problem(cells[5]["text"], cells[5]["cls"], counts)):
                 problems.append(f"trust: {name}, studies: {p}")
             tests = fault_tests_of(name, arm_map, fault_registry)
@@ -189,7 +199,7 @@ def check(markdown: str, fault_registry: dict[str, list[str]], arm_maps: dict[st
             note = cells[4]["text"].endswith(")") and "(" in cells[4]["text"]
             seeds_bad = bool(values) and not all(v is True for v in values.values()) and not note
             not_held += seeds_bad or any(h != n for h, n in counts.values())
-    claimed = {cells[0]["key"] for method in arm_maps for cells in table_rows(markdown, f"checks-{method}") if cells}
+    claimed = {cells[0]["key"] for rows in tables.values() for cells in rows if cells}
     claimed |= {a for arm_map in arm_maps.values() for a, aggregate in arm_map.items() if aggregate in claimed}
     for name, tests in fault_registry.items():                      # the fault tests of metrics (no check row)
         if name not in claimed:
