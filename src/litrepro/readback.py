@@ -29,6 +29,9 @@ In a sentence, a tally ("lower in 2 of 3 backups, no detectable difference in 1"
 from the JSON rows that carry every label written before it, or else from the rows whose intervals it prints after
 it (:func:`check_sentence_tallies`).
 
+Tables and sentences whose columns or clauses name a JSON key are read field by field in
+:mod:`litrepro.readback_fields`, which :func:`check` runs too.
+
 What it cannot check: which row a sentence (not a table row) names when two intervals of the JSON print the
 same (it accepts any interval that fits), a "k of n" that is no tally of intervals ("on 15 of 20 seeds"), and
 numbers that are not in an interval.
@@ -42,6 +45,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
+from litrepro import readback_fields
 from litrepro.paths import ROOT
 
 _NUM = r"[+\-−]?\d+(?:\.\d+)?(?:[eE][+\-−]?\d+)?"
@@ -541,10 +545,12 @@ def check(root: Path = ROOT) -> list[str]:
             problems += check_check_counts(inner, f"{rel}: block {name!r}", root)
             problems += check_ratio_words(inner, f"{rel}: block {name!r}")
             problems += check_critic_steps(inner, f"{rel}: block {name!r}", root)
+            problems += readback_fields.check(inner, f"{rel}: block {name!r}", root)
     for path in sorted((root / "rendered").rglob("*.ipynb")):
         rel = path.relative_to(root).as_posix()
         for cell, text in printed_outputs(path):
             problems += check_text(text, f"{rel} cell {cell} (output)", pool)
             problems += check_sentence_tallies(text, f"{rel} cell {cell} (output)", groups)
             problems += check_ratio_words(text, f"{rel} cell {cell} (output)")
+            problems += readback_fields.check(text, f"{rel} cell {cell} (output)", root)
     return problems

@@ -1,0 +1,374 @@
+"""Read generated tables and sentences back field by field: each printed number against the JSON key it names.
+
+:mod:`litrepro.readback` reads every printed interval and its word. What it cannot see is a well-formed number
+taken from the wrong key, column or formula (the prose misses P04, P10, P12, P14 and P19–P20 of the fifth
+unseen fault audit, ``benchmarks/fault_audits/unseen_5.md``). This module reads the generated forms whose
+columns or clauses name a field, and recomputes each printed number from the committed JSON (or from the
+seed file) with code of its own. It imports nothing from ``prose``, ``claims``, ``findings``, ``stats`` or the
+study modules.
+
+- **The recorded-figures table** (``| figure | this run | recorded | z |``): "this run" is the mean ± sample SD
+  over the rendered seeds' ``metrics[key]``; "recorded" is the same over the seed file's per-seed values; z is
+  (run mean − recorded mean) / recorded SD at one decimal, or "(recorded SD 0)". A ± figure prints its SD to
+  two significant digits and its mean to the SD's decimals (the house convention; a figure with SD 0 prints
+  "x ± 0", and one with |mean| + SD below the floor prints "< floor").
+- **Any table with "recorded", "ours" and "z" columns** (the TD-calibration table): each z must follow from the
+  row's own printed recorded mean ± SD and figure, by interval arithmetic over their printed precision.
+- **The λ table** (``| λ | CPC overshoot | value reward |``): each cell is the mean over the cited JSON's
+  ``per_seed`` records at that λ of the column's key.
+- **"x (mean of seeds a, b, c; `key`)"**: x (or x %) is the mean of ``key`` in those rendered seeds' JSON.
+- **"the largest, higher by Holm [lo, hi] (conditions), is d_z D but S between-seed SDs of the comparator"**:
+  the row is the Holm-detectable row of that comparison and metric with the largest \\|effect in comparator
+  SDs\\| in ``effect_holm.json``, and D and S are its d_z and comparator SDs.
+- **"`arm` (N seeds): OPD gradient norm g (recorded r; z per step a, per seed b, Welch p p), parameter change
+  ..."**: each figure is read from that arm's ``figures`` in ``opd_calibration.json``; both z are recomputed
+  (per step from the pooled mean and SD, per seed from the per-seed means).
+
+Every number is compared at its printed precision: it must be within half a unit of its last printed digit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import statistics
+from pathlib import Path
+from typing import Any, Iterator
+
+NUM = r"[+\-−]?\d+(?:\.\d+)?(?:[eE][+\-−]?\d+)?"
+_PARTS = re.compile(r"([+-]?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?")
+
+
+def reading(text: str) -> tuple[float, float]:
+    """``(value, half a unit of the last printed digit)`` of a printed number: '0.039' -> (0.039, 0.0005)."""
+    s = text.strip().replace("−", "-")
+    m = _PARTS.fullmatch(s)
+    if m is None:
+        raise ValueError(f"not a number: {text!r}")
+    half = 0.5 * 10.0 ** (int(m.group(4) or 0) - len(m.group(3) or ""))
+    return float(s), half
+
+
+def agrees(text: str, x: float, scale: float = 1.0) -> bool:
+    """Whether ``x * scale`` prints as ``text`` at the text's precision (within half a unit of its last digit)."""
+    v, half = reading(text)
+    return abs(x * scale - v) <= half * (1 + 1e-9) + 1e-12 * abs(v)
+
+
+def significant(text: str) -> int:
+    """Significant digits of a printed positive number: '0.039' -> 2, '8.4' -> 2, '120' -> 3."""
+    digits = _PARTS.fullmatch(text.strip().replace("−", "-"))
+    return len(((digits.group(2) or "") + (digits.group(3) or "")).lstrip("0"))
+
+
+def decimals(text: str) -> int:
+    m = _PARTS.fullmatch(text.strip().replace("−", "-"))
+    return len(m.group(3) or "") - int(m.group(4) or 0)
+
+
+def cells(line: str) -> list[str]:
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+
+
+def tables(text: str) -> Iterator[tuple[int, list[str], list[list[str]]]]:
+    """``(offset, header, rows)`` of every markdown table of a text (cells stripped, separator row dropped)."""
+    lines = text.split("\n")
+    pos, i = 0, 0
+    offsets = []
+    for line in lines:
+        offsets.append(pos)
+        pos += len(line) + 1
+    while i < len(lines):
+        if lines[i].lstrip().startswith("|") and i + 1 < len(lines) and re.fullmatch(r"\s*\|[\s|:-]+\|\s*", lines[i + 1]):
+            header, rows, j = cells(lines[i]), [], i + 2
+            while j < len(lines) and lines[j].lstrip().startswith("|"):
+                rows.append(cells(lines[j]))
+                j += 1
+            yield offsets[i], header, rows
+            i = j
+        else:
+            i += 1
+
+
+def holds(lo_text: str, hi_text: str, low: float, high: float) -> bool:
+    """Whether printed bounds are ``[low, high]`` rounded outward: each on its side, within one printed unit."""
+    (lo, h_lo), (hi, h_hi) = reading(lo_text), reading(hi_text)
+    tiny = 1e-12 * max(abs(low), abs(high), 1e-300)
+    return lo <= low + tiny and low - lo <= 2 * h_lo + tiny and hi >= high - tiny and hi - high <= 2 * h_hi + tiny
+
+
+def _key(cell: str) -> str:
+    return cell.strip().strip("`")
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float]:
+    return statistics.fmean(values), (statistics.stdev(values) if len(values) > 1 else 0.0)
+
+
+def check_pm(cell: str, mean: float, sd: float, what: str, floor: float = 1e-12) -> list[str]:
+    """A 'mean ± SD' cell: the numbers at their precision, the SD at two significant digits, the mean at its decimals."""
+    cell = cell.replace("\\", "")
+    if cell.startswith("<"):
+        bound, _ = reading(cell.lstrip("< ").strip())
+        return [] if 0 < abs(mean) + abs(sd) < bound else [f"{what}: '{cell}' but |mean| + SD is {abs(mean) + abs(sd):.3g}"]
+    m = re.fullmatch(rf"({NUM}) ± ({NUM})", cell)
+    if m is None:
+        return [f"{what}: '{cell}' is no 'mean ± SD'"]
+    shown_mean, shown_sd = m.groups()
+    out = []
+    if not agrees(shown_sd, sd):
+        out.append(f"{what}: SD printed {shown_sd}, the data's is {sd:.6g}")
+    if not agrees(shown_mean, mean):
+        out.append(f"{what}: mean printed {shown_mean}, the data's is {mean:.6g}")
+    if sd > 0 and "e" not in shown_sd.lower():
+        if decimals(shown_sd) > 0 and significant(shown_sd) != 2:
+            out.append(f"{what}: SD '{shown_sd}' is not at two significant digits")
+        if decimals(shown_mean) != decimals(shown_sd):
+            out.append(f"{what}: mean '{shown_mean}' not at the SD's decimals ('{shown_sd}')")
+    return out
+
+
+def _seed_values(root: Path, method: str, key: str) -> list[float] | None:
+    vals = []
+    for path in sorted((root / "rendered" / method).glob("seed-*.json")):
+        v = json.loads(path.read_text(encoding="utf-8")).get("metrics", {}).get(key)
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            return None
+        vals.append(float(v))
+    return vals or None
+
+
+def _recorded_values(root: Path, method: str, key: str) -> tuple[float, float] | None:
+    """The seed file's per-seed values of ``key`` (under ``metrics`` or at the record's top level), else the
+    summary's recorded figure; ``None`` when neither has it."""
+    summary = json.loads((root / "rendered" / method / "summary.json").read_text(encoding="utf-8"))
+    seeds_dir = os.environ.get("LITREPRO_SEEDS_DIR")
+    path = Path(seeds_dir) / str(summary.get("recorded_seed_file", "")) if seeds_dir else None
+    if path is not None and path.is_file():
+        per_seed = json.loads(path.read_text(encoding="utf-8")).get("per_seed", [])
+        vals = [r.get("metrics", r).get(key) for r in per_seed]
+        if vals and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+            return _mean_sd([float(v) for v in vals])
+    rec = summary.get("comparison_with_recorded", {}).get(key, {}).get("recorded")
+    return (float(rec["mean"]), float(rec["std"])) if rec else None
+
+
+_CITED_SUMMARY = re.compile(r"`rendered/(\w+)/summary\.json`")
+
+
+def check_recorded_table(text: str, where: str, root: Path) -> list[str]:
+    """The ``| figure | this run | recorded | z |`` table, every cell recomputed from the seed JSON and the seed file."""
+    out = []
+    for offset, header, rows in tables(text):
+        if [h.lower() for h in header] != ["figure", "this run", "recorded", "z"]:
+            continue
+        cited = _CITED_SUMMARY.findall(text[:offset])
+        if not cited:
+            out.append(f"{where}: a recorded-figures table cites no rendered/<method>/summary.json before it")
+            continue
+        method = cited[-1]
+        for row in rows:
+            key, ours, recorded, z = (row + ["", "", "", ""])[:4]
+            key = _key(key)
+            run = _seed_values(root, method, key)
+            rec = _recorded_values(root, method, key)
+            if run is None or rec is None:
+                out.append(f"{where}: row `{key}` names no per-seed metric of rendered/{method}")
+                continue
+            mean, sd = _mean_sd(run)
+            out += check_pm(ours, mean, sd, f"{where}: `{key}` this run")
+            out += check_pm(recorded, *rec, f"{where}: `{key}` recorded", floor=0.0)
+            if rec[1] == 0:
+                if z != "(recorded SD 0)":
+                    out.append(f"{where}: `{key}` z printed '{z}', the recorded SD is 0")
+            elif not re.fullmatch(NUM, z) or not agrees(z, (mean - rec[0]) / rec[1]):
+                out.append(f"{where}: `{key}` z printed '{z}', the data's is {(mean - rec[0]) / rec[1]:+.2f}")
+    return out
+
+
+def _box(text: str) -> tuple[float, float]:
+    v, h = reading(text)
+    return v - h, v + h
+
+
+def z_range(figure: str, rec_mean: str, rec_sd: str) -> tuple[float, float]:
+    """The z = (figure − recorded mean) / recorded SD that the printed numbers allow (interval arithmetic)."""
+    f, m, s = _box(figure), _box(rec_mean), _box(rec_sd)
+    if s[0] <= 0:
+        return -math.inf, math.inf
+    ends = [(a - b) / c for a in f for b in m for c in s]
+    return min(ends), max(ends)
+
+
+def check_z_columns(text: str, where: str) -> list[str]:
+    """Tables with a ``recorded`` 'mean ± SD' column, an ``ours`` figure and ``z as is``: each z (and ``z under
+    it`` beside ``ours under it``) must follow from the row's own printed numbers."""
+    out = []
+    pairs = (("ours", "z as is"), ("ours under it", "z under it"))
+    for _, header, rows in tables(text):
+        low = [h.lower() for h in header]
+        if "recorded" not in low or not any(z in low for _, z in pairs):
+            continue
+        for row in rows:
+            cell = dict(zip(low, row))
+            m = re.fullmatch(rf"({NUM}) ± ({NUM})", cell.get("recorded", ""))
+            if m is None:
+                continue
+            for fig, zcol in pairs:
+                f, z = cell.get(fig, ""), cell.get(zcol, "")
+                if not (re.fullmatch(NUM, f) and re.fullmatch(NUM, z)):
+                    continue
+                lo, hi = z_range(f, *m.groups())
+                v, half = reading(z)
+                if v + half < lo - 1e-9 or v - half > hi + 1e-9:
+                    out.append(f"{where}: row {row[0]}: '{zcol}' {z} does not follow from recorded "
+                               f"{cell['recorded']} and '{fig}' {f} (z in [{lo:.3g}, {hi:.3g}])")
+    return out
+
+
+_CITED_JSON = re.compile(r"`(rendered/[\w./-]+\.json)`")
+#: The λ table's columns and the per-seed record key each one prints.
+LAMBDA_COLUMNS = {"λ": "lambda", "cpc overshoot": "cpc_overshoot", "value reward": "value"}
+
+
+def check_lambda_table(text: str, where: str, root: Path) -> list[str]:
+    """``| λ | CPC overshoot | value reward |``: each cell the mean over seeds of its key at the row's λ."""
+    out = []
+    for offset, header, rows in tables(text):
+        low = [h.lower() for h in header]
+        if low[:1] != ["λ"] or not set(low) <= set(LAMBDA_COLUMNS):
+            continue
+        cited = _CITED_JSON.findall(text[:offset])
+        data = json.loads((root / cited[-1]).read_text(encoding="utf-8")) if cited else {}
+        per_seed = data.get("per_seed", {})
+        if not per_seed:
+            out.append(f"{where}: a λ table cites no JSON with per_seed records before it")
+            continue
+        for row in rows:
+            shown = reading(row[0])[0]
+            lam = [min(recs, key=lambda r: abs(r["lambda"] - shown)) for recs in per_seed.values()]
+            if not all(agrees(row[0], r["lambda"]) for r in lam):
+                out.append(f"{where}: λ {row[0]} is not one record per seed of {cited[-1]}")
+                continue
+            for col, cell in zip(low[1:], row[1:]):
+                key = LAMBDA_COLUMNS[col]
+                mean = statistics.fmean(r[key] for r in lam)
+                if not agrees(cell, mean):
+                    out.append(f"{where}: λ {row[0]}, '{col}' printed {cell}, the mean of `{key}` is {mean:.4g}")
+    return out
+
+
+SEED_MEAN = re.compile(rf"(?<![\w.])(?P<num>{NUM})(?P<pct>\s?%)?[^()\n]*?\(mean of seeds (?P<seeds>\d+(?:, \d+)*); `(?P<key>\w+)`\)")
+
+
+def _find(obj: Any, key: str) -> list[float]:
+    found = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if k == key and isinstance(v, (int, float)) and not isinstance(v, bool):
+                found.append(float(v))
+            elif k == key and isinstance(v, dict) and isinstance(v.get("mean"), (int, float)):
+                found.append(float(v["mean"]))
+            else:
+                found += _find(v, key)
+    elif isinstance(obj, list):
+        for v in obj:
+            found += _find(v, key)
+    return found
+
+
+def check_seed_means(text: str, where: str, root: Path) -> list[str]:
+    """"x (mean of seeds a, b, c; `key`)": x is the mean over those rendered seeds of ``key`` (x % is 100 times it)."""
+    out = []
+    for m in SEED_MEAN.finditer(text):
+        seeds, key = [s.strip() for s in m.group("seeds").split(",")], m.group("key")
+        for method_dir in sorted((root / "rendered").iterdir()):
+            files = [method_dir / f"seed-{s}.json" for s in seeds]
+            if not all(f.is_file() for f in files):
+                continue
+            vals = [_find(json.loads(f.read_text(encoding="utf-8")), key) for f in files]
+            if all(len(v) == 1 for v in vals):
+                mean = statistics.fmean(v[0] for v in vals)
+                if not agrees(m.group("num"), mean, 100.0 if m.group("pct") else 1.0):
+                    out.append(f"{where}: '{m.group(0)}' but the mean of `{key}` over seeds {', '.join(seeds)} is {mean:.4g}")
+                break
+        else:
+            out.append(f"{where}: `{key}` is no single figure of every seed named in '{m.group(0)}'")
+    return out
+
+
+HOLM_LARGEST = re.compile(
+    rf"(?P<comp>\w+ - \w+), (?P<metric>\w+): detectable after Holm in (?P<k>\d+) of (?P<n>\d+) conditions; the largest, "
+    rf"(?P<word>higher|lower) by Holm \[(?P<lo>{NUM}), (?P<hi>{NUM})\] \((?P<cond>[^)]*)\), is d_z (?P<dz>{NUM}) but "
+    rf"(?P<sds>{NUM}) between-seed SDs of the comparator")
+#: The effect study's condition keys, in the order the sentence prints them.
+HOLM_CONDITION = ("teacher", "student_start", "teacher_rl_rollouts")
+
+
+def check_holm_largest(text: str, where: str, root: Path) -> list[str]:
+    """"the largest, ... is d_z D but S between-seed SDs": the row of largest |in_comparator_sds| among the
+    comparison and metric's Holm-detectable rows, its Holm bounds, its d_z and its comparator SDs."""
+    out, rows = [], None
+    for m in HOLM_LARGEST.finditer(text):
+        if rows is None:
+            rows = json.loads((root / "rendered/waypoint_opd/effect_holm.json").read_text(encoding="utf-8"))["rows"]
+        sub = [r for r in rows if r["comparison"] == m.group("comp") and r["metric"] == m.group("metric")]
+        kept = [r for r in sub if r["holm_low"] > 0 or r["holm_high"] < 0]
+        if not kept:
+            out.append(f"{where}: '{m.group(0)[:80]}…' but no row of that comparison and metric is detectable after Holm")
+            continue
+        big = max(kept, key=lambda r: abs(r["in_comparator_sds"]))
+        cond = ", ".join(f"{big[k]} rollouts" if k == "teacher_rl_rollouts" else str(big[k]) for k in HOLM_CONDITION)
+        word = "higher" if big["holm_low"] > 0 else "lower"
+        problems = [f"conditions ({m.group('cond')}) are not the largest row's ({cond})" if m.group("cond") != cond else "",
+                    f"word '{m.group('word')}', the row's is '{word}'" if m.group("word") != word else "",
+                    f"Holm [{m.group('lo')}, {m.group('hi')}] is not the row's [{big['holm_low']:.3g}, {big['holm_high']:.3g}] "
+                    "rounded outward" if not holds(m.group("lo"), m.group("hi"), big["holm_low"], big["holm_high"]) else "",
+                    f"d_z {m.group('dz')}, the row's is {big['effect_size_dz']:.3g}" if not agrees(m.group("dz"), big["effect_size_dz"]) else "",
+                    f"{m.group('sds')} comparator SDs, the row's is {big['in_comparator_sds']:.3g}"
+                    if not agrees(m.group("sds"), big["in_comparator_sds"]) else "",
+                    f"{m.group('k')} of {m.group('n')}, the JSON has {len(kept)} of {len(sub)}"
+                    if (int(m.group("k")), int(m.group("n"))) != (len(kept), len(sub)) else ""]
+        out += [f"{where}: {m.group('comp')}, {m.group('metric')}: {p}" for p in problems if p]
+    return out
+
+
+OPD_ARM = re.compile(
+    rf"`(?P<arm>[\w.]+)` \((?P<n>\d+) seeds\): OPD gradient norm (?P<g>{NUM}) \(recorded (?P<gr>{NUM}); z per step "
+    rf"(?P<zs>{NUM}), per seed (?P<zp>{NUM})(?:, Welch p (?P<p>{NUM}))?\), parameter change (?P<d>{NUM}) \(recorded "
+    rf"(?P<dr>{NUM}); z (?P<dz>{NUM})\); mean \|A\| per token (?P<a>{NUM}), gradient norm / mean \|A\| (?P<q>{NUM})")
+
+
+def check_opd_calibration(text: str, where: str, root: Path) -> list[str]:
+    """Each OPD-calibration arm sentence, figure by figure, against that arm of ``opd_calibration.json``."""
+    out, arms = [], None
+    for m in OPD_ARM.finditer(text):
+        if arms is None:
+            data = json.loads((root / "rendered/waypoint_opd/opd_calibration.json").read_text(encoding="utf-8"))
+            arms = {a["arm"]: a for a in data["arms"]}
+        arm = arms.get(m.group("arm"))
+        if arm is None:
+            out.append(f"{where}: `{m.group('arm')}` is no arm of opd_calibration.json")
+            continue
+        g, d = arm["figures"]["opd_history.gradient_norm"], arm["figures"]["metrics.parameter_delta_l2"]
+        z_step = (g["run_mean"] - g["recorded_mean"]) / g["recorded_std"]
+        z_seed = ((statistics.fmean(g["run_seed_means"]) - statistics.fmean(g["recorded_seed_means"])) / g["recorded_seed_sd"]
+                  if g.get("recorded_seed_means") else z_step)
+        want = {"n": float(len(arm["seeds"])), "g": g["run_mean"], "gr": g["recorded_mean"], "zs": z_step, "zp": z_seed,
+                "p": g.get("welch_p"), "d": d["run_mean"], "dr": d["recorded_mean"],
+                "dz": (d["run_mean"] - d["recorded_mean"]) / d["recorded_std"], "a": arm["mean_abs_advantage"],
+                "q": arm["gradient_norm_per_abs_advantage"]}
+        for name, x in want.items():
+            shown = m.group(name)
+            if (shown is None) != (x is None) or (shown is not None and not agrees(shown, x)):
+                out.append(f"{where}: `{m.group('arm')}` {name} printed {shown}, the JSON gives {x if x is None else f'{x:.4g}'}")
+    return out
+
+
+def check(text: str, where: str, root: Path) -> list[str]:
+    """Every field-aware reading of one text (a generated block or a notebook's printed output)."""
+    return (check_recorded_table(text, where, root) + check_z_columns(text, where) + check_lambda_table(text, where, root)
+            + check_seed_means(text, where, root) + check_holm_largest(text, where, root)
+            + check_opd_calibration(text, where, root))

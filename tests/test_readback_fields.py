@@ -1,0 +1,152 @@
+"""litrepro.readback_fields: generated tables and sentences read back field by field.
+
+Each test applies one of the fifth unseen audit's prose faults that printed a well-formed number from the wrong
+key, column or formula (``benchmarks/fault_audits/unseen_5.md``: P04, P10, P12, P14, P19, P20) to the writer or
+to its input, regenerates the text, and asserts that the field-aware read-back names it.
+"""
+
+import copy
+import json
+import math
+import re
+
+import pytest
+
+from litrepro import claims, prose, readback_fields as rf
+from litrepro.paths import ROOT
+
+
+def _block(name: str) -> str:
+    return claims.blocks()[name][1](ROOT)
+
+
+def _loading(monkeypatch, rel: str, change) -> None:
+    """Make ``claims.load`` hand the block ``change(copy of rel's JSON)`` for ``rel``."""
+    real = claims.load
+
+    def load(root, path):
+        data = real(root, path)
+        if path == rel:
+            data = copy.deepcopy(data)
+            change(data)
+        return data
+    monkeypatch.setattr(claims, "load", load)
+
+
+FIELD_BLOCKS = ("rlbp-recorded", "opd-recorded", "rlbp-td-calibration", "rlbp-lambda", "rlbp-market",
+                "opd-effect-holm", "opd-step-calibration")
+
+
+@pytest.mark.parametrize("name", FIELD_BLOCKS)
+def test_the_committed_blocks_read_back_field_by_field(name):
+    text = _block(name)
+    assert rf.check(text, name, ROOT) == []
+
+
+def test_every_field_form_is_read_somewhere():
+    """Each reader finds its form in the committed text (a renamed header or reworded sentence would make it vacuous)."""
+    text = "\n\n".join(_block(n) for n in FIELD_BLOCKS)
+    headers = [[c.lower() for c in h] for _, h, _ in rf.tables(text)]
+    assert headers.count(["figure", "this run", "recorded", "z"]) == 2
+    assert any("z as is" in h for h in headers) and ["λ", "cpc overshoot", "value reward"] in headers
+    assert len(rf.SEED_MEAN.findall(text)) == 1
+    assert len(rf.HOLM_LARGEST.findall(text)) == 4 and len(rf.OPD_ARM.findall(text)) == 7
+
+
+@pytest.mark.parametrize("shown, x, ok", [("0.039", 0.0388, True), ("0.039", 0.0396, False), ("9.6e-05", 9.64e-5, True),
+                                          ("9.6e-05", 9.7e-5, False), ("+422", 421.8, True), ("-0.1", 421.8, False)])
+def test_a_number_agrees_at_its_printed_precision(shown, x, ok):
+    assert rf.agrees(shown, x) == ok
+
+
+def test_p04_a_mean_sd_one_digit_short_fails(monkeypatch):
+    def short(mean, sd, sig=4, *, floor=None):
+        if floor is not None and 0 < abs(mean) + abs(sd) < floor:
+            return f"< {floor:.0e}"
+        if sd > 0:
+            d = max(0, -math.floor(math.log10(sd)))
+            return f"{mean:.{d}f} ± {sd:.{d}f}"
+        return f"{mean:.{sig}g} ± 0"
+    monkeypatch.setattr(prose, "mean_sd", short)
+    problems = rf.check(_block("rlbp-recorded"), "t", ROOT)
+    assert any("actor_gradient_norm" in p and "two significant digits" in p for p in problems), problems
+
+
+def test_a_recorded_tables_z_from_another_figure_fails(monkeypatch):
+    def other(data):
+        c = data["comparison_with_recorded"]
+        c["td_loss_after"]["this_run"] = dict(c["td_loss_before"]["this_run"])
+    _loading(monkeypatch, "rendered/pinterest_rlbp/summary.json", other)
+    problems = rf.check(_block("rlbp-recorded"), "t", ROOT)
+    assert any("`td_loss_after` this run" in p for p in problems), problems
+
+
+def test_p10_the_z_as_is_column_from_z_explained_fails(monkeypatch):
+    def stale(data):
+        for r in data["calibration_table"]:
+            if r["z_as_is"] is not None:
+                r["z_as_is"] = r["z_explained"]
+    _loading(monkeypatch, claims.TD_CALIBRATION, stale)
+    problems = rf.check(_block("rlbp-td-calibration"), "t", ROOT)
+    assert any("'z as is'" in p for p in problems), problems
+
+
+def test_p19_the_market_share_printed_as_mean_plus_sd_fails(monkeypatch):
+    def plus_sd(data):
+        f = data["beyond_seed_metrics"]["segments_over_target_fraction"]
+        f["mean"] += f["std"]
+    _loading(monkeypatch, "rendered/pinterest_rlbp/summary.json", plus_sd)
+    problems = rf.check(_block("rlbp-market"), "t", ROOT)
+    assert any("segments_over_target_fraction" in p for p in problems), problems
+
+
+def test_p20_the_lambda_tables_columns_swapped_fails(monkeypatch):
+    def swap(data):
+        for p in data["points"]:
+            p["cpc_overshoot"], p["value"] = p["value"], p["cpc_overshoot"]
+    _loading(monkeypatch, "rendered/pinterest_rlbp/lambda_frontier.json", swap)
+    problems = rf.check(_block("rlbp-lambda"), "t", ROOT)
+    assert any("'cpc overshoot'" in p for p in problems) and any("'value reward'" in p for p in problems), problems
+
+
+def test_p14_the_per_step_and_per_seed_z_swapped_fails(monkeypatch):
+    def swap(data):
+        for a in data["arms"]:
+            g = a["figures"]["opd_history.gradient_norm"]
+            g["z"], g["z_per_seed"] = g["z_per_seed"], g["z"]
+    _loading(monkeypatch, "rendered/waypoint_opd/opd_calibration.json", swap)
+    problems = rf.check(_block("opd-step-calibration"), "t", ROOT)
+    assert any("`as_is` zs" in p for p in problems) and any("`as_is` zp" in p for p in problems), problems
+
+
+def _outward(low: float, high: float) -> tuple[str, str]:
+    def at(x, up):
+        e = math.floor(math.log10(abs(x))) - 1
+        q = (math.ceil if up else math.floor)(x / 10 ** e) * 10 ** e
+        return f"{q:+.2g}"
+    return at(low, False), at(high, True)
+
+
+def test_p12_the_largest_holm_effect_picked_by_d_z_fails():
+    """The sentence rewritten about the row of largest |d_z| (the audit's fault), every number that row's own."""
+    text = _block("opd-effect-holm")
+    rows = json.loads((ROOT / "rendered/waypoint_opd/effect_holm.json").read_text())["rows"]
+    m = next(m for m in rf.HOLM_LARGEST.finditer(text) if m.group("metric") == "validation_nll")
+    kept = [r for r in rows if r["comparison"] == m.group("comp") and r["metric"] == m.group("metric")
+            and r["holm_reads"] != "no detectable difference"]
+    by_dz = max(kept, key=lambda r: abs(r["effect_size_dz"]))
+    assert by_dz is not max(kept, key=lambda r: abs(r["in_comparator_sds"]))
+    lo, hi = _outward(by_dz["holm_low"], by_dz["holm_high"])
+    cond = f"{by_dz['teacher']}, {by_dz['student_start']}, {by_dz['teacher_rl_rollouts']} rollouts"
+    wrong = (f"{m.group('comp')}, {m.group('metric')}: detectable after Holm in {m.group('k')} of {m.group('n')} conditions; "
+             f"the largest, {by_dz['holm_reads']} by Holm [{lo}, {hi}] ({cond}), is d_z {by_dz['effect_size_dz']:+.2g} but "
+             f"{by_dz['in_comparator_sds']:+.2g} between-seed SDs of the comparator")
+    assert rf.check(wrong, "t", ROOT) and rf.check(text.replace(m.group(0), wrong), "t", ROOT)
+    assert rf.check(m.group(0), "t", ROOT) == []
+
+
+@pytest.mark.parametrize("z, ok", [("+422", True), ("+417", False), ("-0.1", False)])
+def test_a_z_column_must_follow_from_the_rows_printed_figures(z, ok):
+    table = ("| figure | recorded | ours | z as is | explaining arm | ours under it | z under it |\n|---|---|---|---|---|---|---|\n"
+             f"| `td_loss_before` | 0.0231 ± 0.0136 | 5.76 | {z} | unit k | 0.0222 | -0.1 |")
+    assert (rf.check_z_columns(table, "t") == []) == ok
