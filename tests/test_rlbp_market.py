@@ -7,7 +7,6 @@ here as literals, not read from the module's constants, and recomputes the budge
 the drawn parts with formulas of its own.
 """
 
-
 import torch
 
 from litrepro.rlbp import simulator
