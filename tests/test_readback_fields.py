@@ -150,3 +150,38 @@ def test_a_z_column_must_follow_from_the_rows_printed_figures(z, ok):
     table = ("| figure | recorded | ours | z as is | explaining arm | ours under it | z under it |\n|---|---|---|---|---|---|---|\n"
              f"| `td_loss_before` | 0.0231 ± 0.0136 | 5.76 | {z} | unit k | 0.0222 | -0.1 |")
     assert (rf.check_z_columns(table, "t") == []) == ok
+
+
+def test_a_table_figure_from_another_arms_row_fails():
+    """The budget table's held-out TD loss of `max_min` printed from the `none` row: each is a figure of the JSON,
+    but not of the row the label names."""
+    text = _block("rlbp-budget")
+    rows = rf.value_rows(ROOT)
+    lines = text.split("\n")
+    i = next(k for k, line in enumerate(lines) if line.startswith("| `max_min` | 600 |"))
+    j = next(k for k, line in enumerate(lines) if line.startswith("| `none` | 600 |"))
+    a, b = rf.cells(lines[i]), rf.cells(lines[j])
+    assert rf.check_labelled_figures(text, "t", rows) == []
+    lines[i] = lines[i].replace(f"| {a[2]} |", f"| {b[2]} |", 1)
+    problems = rf.check_labelled_figures("\n".join(lines), "t", rows)
+    assert any("['max_min'], 'held-out TD loss'" in p for p in problems), problems
+
+
+def test_a_contextual_td_loss_printed_as_mean_plus_sd_fails(monkeypatch):
+    def plus_sd(data):
+        for v in data["summary"]["heldout_td_loss"].values():
+            v["mean"] += v["se"] * math.sqrt(v["n"])
+    _loading(monkeypatch, "rendered/pinterest_rlbp/contextual_budget.json", plus_sd)
+    problems = rf.check_labelled_figures(_block("rlbp-contextual-budget"), "t", rf.value_rows(ROOT))
+    assert sum("'held-out TD loss'" in p for p in problems) >= 15, problems
+
+
+def test_a_diagnosis_share_off_its_row_fails(monkeypatch):
+    from litrepro.rlbp.diagnosis import BEST_CONSTANT
+
+    def halved(data):
+        for a in data["summary"]["arms"]:
+            a["mean_action_shares"][BEST_CONSTANT] *= 0.5
+    _loading(monkeypatch, claims.DIAGNOSIS, halved)
+    problems = rf.check_labelled_figures(_block("rlbp-diagnosis"), "t", rf.value_rows(ROOT))
+    assert any("'share of decisions on action 8'" in p for p in problems), problems

@@ -24,6 +24,12 @@ study modules.
   ..."**: each figure is read from that arm's ``figures`` in ``opd_calibration.json``; both z are recomputed
   (per step from the pooled mean and SD, per seed from the per-seed means).
 
+- **Any other table whose cells name JSON rows by their labels** (an arm, a backup, a metric; with a plain
+  integer such as a budget narrowing them to the rows that hold it): each bare number is a figure of those rows
+  (a field, a field of an object inside, an element or the mean of a list of numbers). This is weaker than the
+  forms above (any figure of the named rows will do), but a figure from another arm's row, or one that no study
+  wrote (a mean plus its SD, a population SD, a halved share), is named.
+
 Every number is compared at its printed precision: it must be within half a unit of its last printed digit.
 """
 
@@ -367,8 +373,90 @@ def check_opd_calibration(text: str, where: str, root: Path) -> list[str]:
     return out
 
 
-def check(text: str, where: str, root: Path) -> list[str]:
-    """Every field-aware reading of one text (a generated block or a notebook's printed output)."""
+def _label(value: str) -> str:
+    return " ".join(value.replace("`", "").replace("−", "-").split())
+
+
+_VERDICT_WORDS = {"above", "below", "higher", "lower", "no detectable difference", ">0", "<0"}
+
+
+def value_rows(root: Path) -> list[tuple[frozenset[str], list[float]]]:
+    """``(labels, numbers)`` of every JSON object under ``rendered/`` that has a label: its string fields (not its
+    verdict words) and the keys above it; its numbers are its own numeric fields and those of the objects directly
+    inside it (``{"mean": ...}``)."""
+    out = []
+
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    def nums(obj: dict) -> list[float]:
+        """Its numeric fields, and each list of numbers' elements (a per-action share, a per-action bias) and mean
+        (a per-seed list's mean over seeds)."""
+        lists = [v for v in obj.values() if isinstance(v, list) and v and all(map(number, v))]
+        return [float(v) for v in obj.values() if number(v)] + [float(x) for v in lists for x in v] + [statistics.fmean(v) for v in lists]
+
+    def walk(obj: Any, keys: frozenset[str]) -> None:
+        if isinstance(obj, dict):
+            labels = frozenset(_label(v) for k, v in obj.items() if isinstance(v, str) and v.strip() and "verdict" not in k
+                               and not k.endswith("reads") and _label(v) not in _VERDICT_WORDS) | keys
+            values = nums(obj) + [x for v in obj.values() if isinstance(v, dict) for x in nums(v)]
+            if labels and values:
+                out.append((labels, values))
+            for k, v in obj.items():
+                arm_at = re.fullmatch(r"(.+)_\d+", k)           # "max_min_600": the arm max_min at 600 steps
+                walk(v, keys | {_label(k)} | ({_label(arm_at.group(1))} if arm_at else set()))
+        elif isinstance(obj, list):
+            for v in obj:
+                walk(v, keys)
+
+    for path in sorted((root / "rendered").rglob("*.json")):
+        try:
+            walk(json.loads(path.read_text(encoding="utf-8")), frozenset())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+_BARE = re.compile(rf"(?P<num>{NUM})(?P<pct>\s?%)?")
+
+
+def check_labelled_figures(text: str, where: str, rows: list[tuple[frozenset[str], list[float]]]) -> list[str]:
+    """In a table row whose cells name JSON rows by their labels (an arm, a backup, a metric), every bare number
+    (a cell that is one number, not an interval) must be a figure of one of those rows at its printed precision:
+    a figure from another row, or one no study wrote (a mean plus its SD, a population SD), is named."""
+    out = []
+    index: dict[str, set[int]] = {}
+    for i, (labels, _) in enumerate(rows):
+        for lab in labels:
+            index.setdefault(lab, set()).add(i)
+    for _, header, table in tables(text):
+        if [h.lower() for h in header] == ["figure", "this run", "recorded", "z"]:
+            continue                           # read cell by cell by check_recorded_table
+        for row in table:
+            names = {_label(c) for c in row if _label(c) in index and not re.fullmatch(rf"{NUM}%?", _label(c))}
+            if not names:
+                continue
+            hits = set.intersection(*(index[n] for n in names))
+            if not hits:
+                continue
+            steps = [int(c.strip()) for c in row if re.fullmatch(r"\d+", c.strip())]   # `max_min` | 600: at 600 steps
+            at = {i for i in hits if all(k in rows[i][1] or any(lab.endswith(f"_{k}") for lab in rows[i][0]) for k in steps)}
+            hits = at or hits                  # integers that no row holds are structure of the table alone
+            for col, cell in zip(header, row):
+                m = _BARE.fullmatch(cell.strip())
+                if m is None or re.fullmatch(r"\d+", cell.strip()):
+                    continue                   # a plain integer is structure (a budget, a bound), as for claims
+                scale = 100.0 if m.group("pct") else 1.0
+                if not any(agrees(m.group("num"), x, scale) for i in hits for x in rows[i][1]):
+                    out.append(f"{where}: row {sorted(names)}, '{col}' {cell}: no figure of the rows so labelled "
+                               "prints as it")
+    return out
+
+
+def check(text: str, where: str, root: Path, rows: list[tuple[frozenset[str], list[float]]] | None = None) -> list[str]:
+    """Every field-aware reading of one text (a generated block or a notebook's printed output); ``rows`` is
+    :func:`value_rows` of ``root``, computed once by a caller that reads many texts."""
     return (check_recorded_table(text, where, root) + check_z_columns(text, where) + check_lambda_table(text, where, root)
             + check_seed_means(text, where, root) + check_holm_largest(text, where, root)
-            + check_opd_calibration(text, where, root))
+            + check_opd_calibration(text, where, root)
+            + check_labelled_figures(text, where, value_rows(root) if rows is None else rows))
