@@ -185,3 +185,14 @@ def test_a_diagnosis_share_off_its_row_fails(monkeypatch):
     _loading(monkeypatch, claims.DIAGNOSIS, halved)
     problems = rf.check_labelled_figures(_block("rlbp-diagnosis"), "t", rf.value_rows(ROOT))
     assert any("'share of decisions on action 8'" in p for p in problems), problems
+
+
+def test_a_seed_scale_z_off_its_figure_fails():
+    """A per-seed-scale z changed beside its figure is named; the committed sentence reads back."""
+    text = _block("opd-seed-scale")
+    m = re.search(r"opd_history\.mean_gate \(z = (?P<z>[+-]\d+\.\d)\)", text)
+    rows = rf.value_rows(ROOT)
+    assert m and rf.check_labelled_sentences(text, "t", rows) == []
+    wrong = f"{float(m.group('z')) + 0.4:+.1f}"
+    problems = rf.check_labelled_sentences(text.replace(m.group(0), m.group(0).replace(m.group("z"), wrong)), "t", rows)
+    assert any("opd_history.mean_gate (z = " in p for p in problems), problems

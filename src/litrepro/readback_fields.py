@@ -30,6 +30,9 @@ study modules.
   forms above (any figure of the named rows will do), but a figure from another arm's row, or one that no study
   wrote (a mean plus its SD, a population SD, a halved share), is named.
 
+- **"LABEL (z = -3.1)" in a sentence**: the numbers in parentheses right after a JSON row's name (an
+  identifier such as ``opd_history.mean_gate``) are figures of a row so named, in the same weaker sense.
+
 Every number is compared at its printed precision: it must be within half a unit of its last printed digit.
 """
 
@@ -411,10 +414,16 @@ def value_rows(root: Path) -> list[tuple[frozenset[str], list[float]]]:
 
     for path in sorted((root / "rendered").rglob("*.json")):
         try:
-            walk(json.loads(path.read_text(encoding="utf-8")), frozenset())
+            walk(json.loads(path.read_text(encoding="utf-8")), frozenset({"@" + path.relative_to(root).as_posix()}))
         except (OSError, ValueError):
             continue
     return out
+
+
+def cited_rows(text: str, index: dict[str, Any]) -> set[int] | None:
+    """The rows of the JSON files a text cites (`` `rendered/....json` ``), or ``None`` when it cites none."""
+    files = [f"@{c}" for c in _CITED_JSON.findall(text) if f"@{c}" in index]
+    return set().union(*(set(index[f]) for f in files)) if files else None
 
 
 _BARE = re.compile(rf"(?P<num>{NUM})(?P<pct>\s?%)?")
@@ -429,6 +438,7 @@ def check_labelled_figures(text: str, where: str, rows: list[tuple[frozenset[str
     for i, (labels, _) in enumerate(rows):
         for lab in labels:
             index.setdefault(lab, set()).add(i)
+    cited = cited_rows(text, index)
     for _, header, table in tables(text):
         if [h.lower() for h in header] == ["figure", "this run", "recorded", "z"]:
             continue                           # read cell by cell by check_recorded_table
@@ -437,6 +447,7 @@ def check_labelled_figures(text: str, where: str, rows: list[tuple[frozenset[str
             if not names:
                 continue
             hits = set.intersection(*(index[n] for n in names))
+            hits = (hits & cited) or hits if cited else hits        # the cited file's rows, when it has such rows
             if not hits:
                 continue
             steps = [int(c.strip()) for c in row if re.fullmatch(r"\d+", c.strip())]   # `max_min` | 600: at 600 steps
@@ -453,10 +464,38 @@ def check_labelled_figures(text: str, where: str, rows: list[tuple[frozenset[str
     return out
 
 
+_LABELLED = re.compile(r"(?P<label>`?[A-Za-z_][\w.-]*`?) \((?P<inner>[^()\[\]]*)\)")
+
+
+def check_labelled_sentences(text: str, where: str, rows: list[tuple[frozenset[str], list[float]]]) -> list[str]:
+    """"LABEL (z = -3.1)", "LABEL (seed SD 0.081)": in a sentence, the numbers in parentheses right after a JSON
+    label must be figures of a row so labelled (plain integers, read as structure, are skipped)."""
+    out = []
+    labelled: dict[str, list[int]] = {}
+    for i, (labels, _) in enumerate(rows):
+        for lab in labels:
+            labelled.setdefault(lab, []).append(i)
+    cited = cited_rows(text, labelled)
+    for m in _LABELLED.finditer(text):
+        label = _label(m.group("label"))
+        if label not in labelled or re.fullmatch(NUM, label) or not re.search(r"[_.`]", m.group("label")):
+            continue                           # a plain word ("steps") is prose, not a JSON row's name
+        named = [i for i in labelled[label] if cited is None or i in cited] or labelled[label]
+        for n in re.finditer(rf"(?<![\w.]){NUM}(?P<pct>\s?%)?(?![\w.])", m.group("inner")):
+            shown = n.group(0).rstrip("% ")
+            if re.fullmatch(r"\d+", shown):
+                continue
+            scale = 100.0 if n.group("pct") else 1.0
+            if not any(agrees(shown, x, scale) for i in named for x in rows[i][1]):
+                out.append(f"{where}: '{m.group(0)}': {n.group(0)} is no figure of a row labelled {label}")
+    return out
+
+
 def check(text: str, where: str, root: Path, rows: list[tuple[frozenset[str], list[float]]] | None = None) -> list[str]:
     """Every field-aware reading of one text (a generated block or a notebook's printed output); ``rows`` is
     :func:`value_rows` of ``root``, computed once by a caller that reads many texts."""
+    rows = value_rows(root) if rows is None else rows
     return (check_recorded_table(text, where, root) + check_z_columns(text, where) + check_lambda_table(text, where, root)
             + check_seed_means(text, where, root) + check_holm_largest(text, where, root)
-            + check_opd_calibration(text, where, root)
-            + check_labelled_figures(text, where, value_rows(root) if rows is None else rows))
+            + check_opd_calibration(text, where, root) + check_labelled_figures(text, where, rows)
+            + check_labelled_sentences(text, where, rows))
