@@ -75,9 +75,11 @@ def test_check_fails_when_a_study_figure_changes(tree, rel, change, page):
     assert problems and any(p.startswith(f"{page}: block") and "differs from the JSON" for p in problems), problems
     claims.write(tree)                       # regenerating from the changed JSON makes the pages agree again;
     left = claims.check(tree)                # what remains is the independent recomputation refusing the edit,
-    # and the read-back of the rendered notebooks' printed findings, which `claims --write` does not re-execute
+    # the read-back of the rendered notebooks' printed findings, which `claims --write` does not re-execute, and the
+    # field-by-field read-back of the regenerated page (a z that no longer follows from its row's figures)
     assert all((p.startswith(f"{rel}: ") and "recomputed" in p) or (p.startswith("rendered/") and "(output)" in p)
-               for p in left), left
+               or (": block " in p and "differs from the JSON" not in p) for p in left), left
+    assert left or rel == "rendered/benchmarks.json"      # an independent check still refuses the edited figure
 
 
 def test_check_fails_on_a_typed_number_in_a_page(tree):
