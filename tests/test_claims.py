@@ -191,6 +191,32 @@ def test_a_missing_or_unknown_block_is_reported(tree):
     ("Every action is logged with μ = 1/9.", True),                   # a unit share, not a tally
     ("Seeds 42 to 61 on 8d of data, the 3rd arm.", True),             # integers with glued words stay structural
     ("A version 2.13.0 of torch.", True),                             # a version is not a figure
+    # the third claims review's forms
+    ("It wins in 17 of 20.", False),                                  # a count at a sentence's end
+    ("It wins in 17 of the 20.", False),
+    ("It wins on 17/20.", False),
+    ("It wins on 0/20 seeds.", False),
+    ("It wins on 17 / 20 seeds.", False),
+    ("It wins on 17 of our 20 seeds.", False),
+    ("It wins on 17 seeds out of 20.", False),
+    ("It wins on seventeen of our twenty seeds.", False),
+    ("It wins on twenty-one of twenty-four seeds.", False),
+    ("It wins on eighty of a hundred seeds.", False),
+    ("It wins in seventeen of twenty runs.", False),
+    ("The gain is .0413 per day.", False),                            # a decimal with no leading 0
+    ("The gain is 0,413 per day.", False),                            # a decimal comma
+    ("It is x1.7 the default.", False),                               # a multiplier
+    ("It is 3 × the compute.", False),
+    ("It is 3-fold larger.", False),
+    ("The odds are 4:1 for the gate.", False),
+    ("It lies 4 sigma out.", False),
+    ("The gate's z ≈ 417 on this seed.", False),
+    ("A share of 37 percent is over target.", False),
+    ("The gain is < 0.0413 while the loss is > 0.5173.", False),      # comparison signs are not an HTML tag
+    ("The gain is –0.0413 per day.", False),                          # an en dash as a minus sign
+    ("Seeds 42–44 are rendered.", True),                              # an en dash in a range is no sign
+    ("A table <td>cell</td> is markup.", True),
+    ("It wins on $\\frac{17}{20}$ of the seeds.", False),
 ])
 def test_the_rule_for_numbers(sentence, allowed):
     values = claims.stated_values(ROOT)

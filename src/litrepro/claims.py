@@ -530,30 +530,35 @@ _INLINE_CODE = re.compile(r"`[^`\n]*`")
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
 _LINK_TARGET = re.compile(r"\]\([^)]*\)")
 _URL = re.compile(r"https?://\S+")
-_HTML_TAG = re.compile(r"<[^>\n]*>")
+_HTML_TAG = re.compile(r"</?[A-Za-z][^<>\n]*>")     # a tag or an autolink, never "< 0.04 while ... > 0.5"
 _SUPER = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 #: A number in prose: optional sign, digits (thousands commas allowed), decimals, exponent, percent.
 #: The number is read whole: it may not stop before more digits or a decimal part ("2.5x" is 2.5, never 2), and a
 #: unit glued to it ("2.5x", "4.0σ", "362.1s", "3×") is read with it; an integer followed by "×" or "x" is a ratio.
 _NUMBER = re.compile(
-    r"(?<![\w.])(?P<zeq>(?<![\w])[zZ]\s?=\s?)?(?P<sign>(?<![\w\-−])[+\-−±])?"
-    r"(?P<num>\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][+\-−]?\d+)?)(?![\d,]|\.\d)"
-    r"(?P<pow>\s?[×x]\s?10(?P<exp>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))?(?P<bare_pow>(?<=10)[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?(?P<pct>\s?%)?"
+    r"(?<![\w.])(?P<zeq>(?<![\w])[zZ]\s?[=≈]\s?)?(?P<xpre>[x×](?=\d))?(?P<sign>(?<![\w\-−–])[+\-−–±])?"
+    r"(?P<num>\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][+\-−]?\d+)?|(?<![\w.,])\.\d+)(?![\d,]|\.\d)"
+    r"(?P<pow>\s?[×x]\s?10(?P<exp>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))?(?P<bare_pow>(?<=10)[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?"
+    r"(?P<pct>\s?%|\s(?:per ?cent)(?![\w-]))?"
+    r"(?P<ratio>\s×(?!\s?10)|\s?sigma(?![\w-])|-fold(?![\w-])|:\d+(?![\d:]))?"
     r"(?P<unit>[A-Za-zσ×]+)?(?![\w])")
 #: A count: "k of n", "k of the n", "k out of n", or "k/n" with k of 2 or more ("1/9", "0/0" are a unit share
 #: and an indeterminate form, not tallies; docs/claims.md says that "1/n" therefore slips).
-_K_OF_N = re.compile(r"(?<![\w./])(?:\d+ (?:out )?of (?:the |all )?\d+|(?:[2-9]|[1-9]\d+)/\d+)(?![\w./])")
+_K_OF_N = re.compile(r"(?<![\w./])(?:\d+ (?:out )?of (?:the |all |our |its |these |those )?\d+"
+                     r"|\d+ [a-z]+ out of \d+|(?:[02-9]|[1-9]\d+) ?/ ?(?:[2-9]|[1-9]\d+)"
+                     r"|\\frac\{(?:[02-9]|[1-9]\d+)\}\{\d+\})(?![\w/]|\.\d)")
 
 
-_NUMBER_WORDS = ("one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"
-                 "seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty")
+_NUMBER_WORDS = ("(?:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)-(?:one|two|three|four|five|six|seven|eight|nine))|"
+                 "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|"
+                 "seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety|a hundred|hundred")
 #: A count written in words over the units a study counts: "three of four conditions", "seventeen out of twenty
 #: seeds", "twelve seeds" ("one of two ways", "the three rendered seeds" are structure: no number word before a
 #: counted unit other than the rendered seeds' "three").
-_COUNTED = r"(?:seeds?|conditions?|levels?|backups?|budgets?|arms?|figures?|cases?|checks?|rows?|bugs?)"
+_COUNTED = r"(?:seeds?|conditions?|levels?|backups?|budgets?|arms?|figures?|cases?|checks?|rows?|bugs?|runs?|trials?|tests?)"
 _K_OF_N_WORDS = re.compile(
-    rf"(?i)(?<![\w-])(?:(?:{_NUMBER_WORDS}|\d+) (?:out )?of (?:the |all )?(?:{_NUMBER_WORDS}) {_COUNTED}"
-    rf"|(?:{_NUMBER_WORDS}|\d+) (?:out )?of (?:the |all )?(?:{_NUMBER_WORDS}|\d+)(?= {_COUNTED}\b)"
+    rf"(?i)(?<![\w-])(?:(?:{_NUMBER_WORDS}|\d+) (?:out )?of (?:the |all |our |its |a )?(?:{_NUMBER_WORDS}) {_COUNTED}"
+    rf"|(?:{_NUMBER_WORDS}|\d+) (?:out )?of (?:the |all |our |its )?(?:{_NUMBER_WORDS}|\d+)(?= {_COUNTED}\b)"
     rf"|(?:{_NUMBER_WORDS.replace('one|', '').replace('three|', '')}) (?:of (?:the|our|its) )?(?:\w+ )?{_COUNTED}(?= (?:held|failed|passed|are|were|show|give|gave|lie|reach|move)))\b")
 
 _MATH_INDEX = re.compile(r"[_^]\{[^{}\n]*\}")
@@ -577,17 +582,22 @@ class Number:
     tolerance: float
     start: int
     never_stated: bool = False
+    percent: bool = False
 
 
 def _parse(m: re.Match) -> Number | None:
     """The number a match denotes, or None when it is structural (a plain integer)."""
     sign, num = m.group("sign") or "", m.group("num")
+    if re.fullmatch(r"0,\d+", num):     # "0,413": a decimal comma, never the integer 413
+        num = num.replace(",", ".")
+    if num.startswith("."):              # ".0413": a decimal without its leading 0
+        num = "0" + num
     digits = num.replace(",", "")
     mant, _, exp = digits.lower().partition("e")
     pow_exp = m.group("exp") or m.group("bare_pow")
     unit = m.group("unit") or ""
-    result_like = bool(sign or "." in mant or exp or pow_exp or m.group("pct") or m.group("zeq")
-                       or unit in ("x", "×", "σ"))                 # "3×", "2x": a ratio; "3σ": a z-score
+    ratio = bool(m.group("xpre") or m.group("ratio")) or unit in ("x", "×", "σ")   # "3×", "x1.7", "3-fold", "4:1", "4 sigma"
+    result_like = bool(sign or "." in mant or exp or pow_exp or m.group("pct") or m.group("zeq") or ratio)
 
     if not result_like:
         return None
@@ -603,10 +613,11 @@ def _parse(m: re.Match) -> Number | None:
         tol = 1e-9 * x
     if m.group("pct"):
         x, tol = x / 100.0, tol / 100.0
-    if sign in ("-", "−"):
+    if sign in ("-", "−", "–"):
         x = -x
     # "z = 422", "4.0σ", "3×": a z-score or a ratio, printed with no sign, is a result and never a stated value
-    return Number(m.group(0).strip(), x, tol, m.start(), never_stated=bool(m.group("zeq")) or unit in ("x", "×", "σ"))
+    return Number(m.group(0).strip(), x, tol, m.start(), never_stated=bool(m.group("zeq")) or ratio,
+                  percent=bool(m.group("pct")))
 
 
 def numbers(text: str) -> Iterator[Number]:
@@ -676,8 +687,8 @@ def is_stated(n: Number, values: dict[str, list[float]]) -> bool:
     """
     if n.never_stated or n.text[:1] in "+±":
         return False
-    pool = values["parameter"] if n.text.rstrip("×xσs").endswith("%") else values["parameter"] + values["seed"]
-    signed = n.text[:1] in "-−"
+    pool = values["parameter"] if n.percent else values["parameter"] + values["seed"]
+    signed = n.text[:1] in "-−–"
     for v in pool:
         for candidate in ((v,) if signed else (v, -v)):
             if abs(candidate - n.value) <= n.tolerance * (1 + 1e-9) + 1e-15 * abs(v):
