@@ -63,7 +63,7 @@ effect-study: corpus
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
-# pinterest_rlbp: 20 seeds x 4 critic backups, the headroom and 8/16 logged days, paired CIs (208 s on 2 cores, measured)
+# pinterest_rlbp: 20 seeds x 4 critic backups, the headroom and 8/16 logged days, paired CIs (its JSON records no wall time)
 rlbp-study: install
 	$(BIN)/python studies/rlbp_policy_study.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
@@ -80,15 +80,15 @@ dose-response: corpus
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # pinterest_rlbp: the learned bidder against the critic's budget (4 backups x 5 budgets), a convergence rule, data scaling
-# and three baselines, 20 seeds; resumable (build/rlbp_budget/); prints its cost first (1510 s for 12 seeds on 2 cores,
-# measured: about 42 min for all 20)
+# and three baselines, 20 seeds; resumable (build/rlbp_budget/); prints its cost first (budget_study.json records
+# 248 CPU-s per seed: about 42 min for all 20 on 2 cores)
 .PHONY: rlbp-budget
 rlbp-budget: install
 	$(BIN)/python studies/rlbp_budget.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
-# waypoint_opd: the transfer regime, 14 arms x 240 updates, learning curves and the learning-rate frontier, 16 seeds
-# (prints its expected cost first; 559 s on 2 cores, measured)
+# waypoint_opd: the transfer regime, 17 arms x 240 updates, learning curves and the learning-rate frontier, 16 seeds
+# (prints its expected cost first; 1064 s on 2 cores, transfer_study.json's wall_seconds)
 .PHONY: waypoint-transfer
 waypoint-transfer: corpus
 	$(BIN)/python studies/waypoint_transfer.py --seeds 42-57 --jobs 2
@@ -103,28 +103,28 @@ waypoint-opd-calibration: corpus
 waypoint-curriculum: corpus
 	$(BIN)/python studies/waypoint_curriculum.py --seeds 42-57 --jobs 2
 
-# pinterest_rlbp: placebo, operator and ablations (one factor per row unless the row says otherwise) at our default budget of 600 critic steps, 20 seeds, paired CIs (458 s on 2 cores, measured)
+# pinterest_rlbp: placebo, operator and ablations (one factor per row unless the row says otherwise) at our default budget of 600 critic steps, 20 seeds, paired CIs (458 s on 2 cores, diagnosis.json's wall_seconds)
 rlbp-diagnosis: install
 	$(BIN)/python studies/rlbp_diagnosis.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
-# pinterest_rlbp: hypotheses for why our held-out TD losses differ from the seed's (units; relaxation vs Adam), 20 seeds (52 s on 2 cores, measured)
+# pinterest_rlbp: hypotheses for why our held-out TD losses differ from the seed's (units; relaxation vs Adam), 20 seeds (its JSON records no wall time)
 rlbp-td-calibration: install
 	$(BIN)/python studies/rlbp_td_calibration.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # pinterest_rlbp: d3rlpy's DoubleDQN, DiscreteCQL and DiscreteBCQ on the exported logged transitions, evaluated in the
-# simulator's truth at 600, 3000 and 6000 steps, 20 seeds, paired CIs (522 s on 2 cores, measured; prints its cost).
+# simulator's truth at 600, 3000 and 6000 steps, 20 seeds, paired CIs (522 s on 2 cores, d3rlpy_crosscheck.json's wall_seconds; prints its cost).
 # d3rlpy comes with the test extra (`make install`); the results are in the rlbp-d3rlpy claims block.
 # The contextual market (issue 29, our reconstruction): oracles, the learned bidder and six off-policy estimators.
-# Measured: 190 s wall, 377 CPU-s on 2 cores (20 seeds); the script prints its cost.
+# contextual_study.json records 190 s wall, 377 CPU-s on 2 cores (20 seeds); the script prints its cost.
 rlbp-contextual: install
 	$(BIN)/python studies/rlbp_contextual.py --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # The backup, budget and diagnosis studies re-run in the contextual market (issue 29, our reconstruction): 4 backups
 # and a placebo x 4 critic budgets, the held-out-TD-loss rule and the baselines, 20 seeds; the script prints its
-# cost first (about 75 CPU-s per seed).
+# cost first (contextual_budget.json records 2585 CPU-s, about 129 per seed, 2518 s wall on 2 cores).
 .PHONY: rlbp-contextual-budget
 rlbp-contextual-budget: install
 	$(BIN)/python studies/rlbp_contextual_budget.py --seeds 42-61 --jobs 2

@@ -951,8 +951,8 @@ def headline_budget(root: Path) -> str:
         f"`pinterest_rlbp`, {data['n_seeds']} seeds, the learned bidder against three baselines (`{BUDGET}`): the untuned "
         "default (the fixed gain, action 4, the grid's centre), a constant tuned offline from the logged data by fitted-Q "
         f"evaluation (it picks the best constant in hindsight on {prose.count(t['picks_best'], data['n_seeds'], 'seeds')}), "
-        f"and the best constant action in hindsight (an oracle among constant policies, from the simulator; the "
-        "per-campaign oracle is higher). \"TD rule\" is the budget, of "
+        f"and the best constant action in hindsight (an oracle among constant policies, from the simulator). "
+        "\"TD rule\" is the budget, of "
         f"{min(data['arms']['budgets'])} to {max(data['arms']['budgets'])} critic steps, with the lowest held-out TD loss on "
         f"the logged data, per seed; for `max_min` it is the largest budget tried on {at_top} of {data['n_seeds']} seeds, "
         "so it marks the best budget tried, not a shown convergence. Paired 95% t intervals, bounds "
@@ -1171,7 +1171,7 @@ def headline_glance(root: Path) -> str:
         f"`pinterest_rlbp`, the learned bidder (the seed's `max_min` backup, our default market, "
         f"{load(root, BUDGET)['n_seeds']} seeds): " + pick(budget, "At the budget the convergence rule picks"),
         "`pinterest_rlbp` where the best gain depends on the state (the `contextual` market): "
-        + pick(contextual, "So in this market"),
+        + pick(contextual, "In this market the learned bidder"),
         f"`waypoint_opd`, distillation {regime}: " + pick(transfer, "Primary endpoint"),
         "`waypoint_opd`, the gate: " + pick(transfer, "Against the final-only learning-rate frontier", "the waypoint gate is")])
 

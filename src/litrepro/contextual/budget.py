@@ -443,19 +443,20 @@ def findings(data: Mapping[str, Any], contextual: Mapping[str, Any] | None = Non
         if top_best["ci95_high"] < table["ci95_low"]:
             hi = stats.round_outward(top_best["ci95_high"], 2, up=True)
             lo = stats.round_outward(table["ci95_low"], 2, up=False)
-            out.append(f"So in this market the learned bidder with the seed's max/min backup, given {top} critic steps, "
-                       f"gains over the best constant at most {prose.value(hi, 2)} (its interval's upper bound), less "
-                       f"than the {prose.value(lo, 2)} that the per-campaign table policy (an oracle tuned with the simulator) "
-                       "gains at least; these are two comparisons with the best constant, not a paired difference. "
-                       "The table's gain mixes choosing a constant per campaign with reacting to the state inside a "
-                       "campaign.")
+            out.append(f"In this market the learned bidder with the seed's max/min backup, given {top} critic steps, "
+                       f"gains over the best constant at most {prose.value(hi, 2)} (its interval's upper bound), and "
+                       f"the per-campaign table policy (an oracle tuned with the simulator) at least {prose.value(lo, 2)}: "
+                       "two comparisons with the best constant on the same seeds, days and draws whose intervals do "
+                       "not overlap; the paired difference between the two policies is not computed, so this is no "
+                       "interval for it. The table's gain mixes choosing a constant per campaign with reacting to the "
+                       "state inside a campaign.")
         if within is not None:
             line = ("The part that reacting inside a campaign is worth (value minus each campaign's own mix of the "
                     f"actions it took) is {prose.estimate(within)} for the table policy and {prose.estimate(g)} for "
                     f"max_min at {top} steps")
             if g["ci95_high"] < within["ci95_low"]:
-                line += ": the learned bidder finds less of it than the table policy (intervals from the two studies, "
-                line += "which share seeds, days and draws; the difference itself is not computed)"
+                line += (": the two intervals do not overlap (they come from the two studies, which share seeds, days "
+                         "and draws; the paired difference itself is not computed)")
             out.append(line + ". Where the learned bidder loses the rest is what the contextual diagnosis's one-factor "
                        "arms probe (`make rlbp-contextual-diagnosis`); this study's arms vary only the backup and the budget.")
     return out

@@ -146,8 +146,9 @@ CAUSES = {
 }
 #: Explanations no arm here tests (named so that no sentence claims them).
 UNTESTED = ("other critic architectures or state features than the pipeline's",
-            "other behaviour policies, or more logged days for the arms other than max_min and expected_sarsa (the "
-            "backup study varies the days for max_min; the budget study's data-scaling rows run both at more days)")
+            "other behaviour policies, or more logged days for the arms other than max_min, none (the gamma_0 arm) and "
+            "expected_sarsa (the backup study varies the days for max_min and none; the budget study's data-scaling "
+            "rows run max_min and expected_sarsa at more days)")
 
 
 class StudyRefused(ValueError):
