@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from litrepro import claims, prose, readback_fields as rf
+from litrepro import claims, prose, readback, readback_fields as rf
 from litrepro.paths import ROOT
 
 
@@ -196,3 +196,102 @@ def test_a_seed_scale_z_off_its_figure_fails():
     wrong = f"{float(m.group('z')) + 0.4:+.1f}"
     problems = rf.check_labelled_sentences(text.replace(m.group(0), m.group(0).replace(m.group("z"), wrong)), "t", rows)
     assert any("opd_history.mean_gate (z = " in p for p in problems), problems
+
+
+# --- the sixth unseen audit's prose misses (benchmarks/fault_audits/unseen_6.md), each applied and named ---------
+
+def test_a6_p02_bounds_without_their_trailing_zeros_fail(monkeypatch):
+    from litrepro import stats
+
+    def fmt_ci(low, high, sig=2):                     # the audit's bug: the '#' flag dropped
+        def show(x):
+            return f"{x:+.{sig}g}".rstrip(".") if x != 0 else "0"
+        return f"[{show(stats.round_outward(low, sig, up=False))}, {show(stats.round_outward(high, sig, up=True))}]"
+    assert rf.check_bound_precision(_block("rlbp-budget"), "t") == []
+    monkeypatch.setattr(stats, "fmt_ci", fmt_ci)
+    problems = rf.check_bound_precision(_block("rlbp-budget"), "t")
+    assert any("fewer than two significant digits" in p for p in problems), problems
+
+
+def test_a6_p17_beyond_the_frontier_beside_an_interval_spanning_0_fails(monkeypatch):
+    from litrepro.waypoint import transfer_study
+
+    def frontier_words(row):                           # the audit's bug: the wrong bound tested
+        gap = row["nll_gap_to_frontier"]
+        if gap["ci95_low"] < 0:
+            return "beyond the best final-only learning rate"
+        if gap["ci95_low"] > 0:
+            return "within it (behind the frontier)"
+        return "not distinguishable from it (the interval spans 0, so it is not shown to lie on the frontier either)"
+    assert rf.check_frontier_words(_block("opd-transfer"), "t") == []
+    monkeypatch.setattr(transfer_study, "frontier_words", frontier_words)
+    problems = rf.check_frontier_words(_block("opd-transfer"), "t")
+    assert any("'beyond the best final-only learning rate'" in p for p in problems), problems
+
+
+def test_a6_p20_a_pass_rate_threshold_that_hides_a_failed_check_fails(monkeypatch):
+    def pass_rates(rates, n):                          # the audit's bug: threshold 0.5 instead of 1
+        names = sorted({c for per in rates.values() for c in per})
+        short = [(b, c, r) for b, per in sorted(rates.items()) for c, r in sorted(per.items()) if r < 0.5]
+        if not short:
+            return f"all {len(names)} checks held on every seed of every backup ({len(rates)} backups × {n} seeds)."
+        return "; ".join(f"`{c}` held on {prose.percent(r, 3, sign=False)} of the seeds of `{b}`" for b, c, r in short) + "."
+    assert rf.check_pass_rate_sentence(_block("headline-rlbp-study"), "t", ROOT) == []
+    monkeypatch.setattr(claims, "_pass_rates", pass_rates)
+    problems = rf.check_pass_rate_sentence(_block("headline-rlbp-study"), "t", ROOT)
+    assert any("fell short on some seed" in p for p in problems), problems
+
+
+def test_a6_p21_the_cpc_overshoot_column_printing_the_value_interval_fails(monkeypatch):
+    def value_interval(data):
+        for x in data["backups"]:
+            x["cpc_overshoot_minus_fixed"] = dict(x["learned_minus_fixed"])
+    pool = readback.intervals(ROOT)
+    assert rf.check_interval_columns(_block("rlbp-backups"), "t", pool) == []
+    _loading(monkeypatch, "rendered/pinterest_rlbp/backup_study.json", value_interval)
+    problems = rf.check_interval_columns(_block("rlbp-backups"), "t", pool)
+    assert any("column 'CPC overshoot, learned − fixed gain'" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("old, new, reader", [
+    ("], below 0.9025", "], above 0.9025", "against"),          # P22: above / below a reference value swapped
+    ("(SD/mean 0.59, n = 3)", "(SD/mean 0.59, n = 20)", "spread"),   # P23: the record's n from the wrong df
+])
+def test_a6_p22_p23_td_calibration_words_and_counts(old, new, reader):
+    text = _block("rlbp-td-calibration")
+    check = {"against": lambda t: rf.check_against_reference(t, "t"),
+             "spread": lambda t: rf.check_spread_sentence(t, "t", ROOT)}[reader]
+    assert old in text and check(text) == []
+    assert check(text.replace(old, new))
+
+
+def test_a6_p25_the_holm_count_from_the_raw_verdicts_fails(monkeypatch):
+    def raw(data):
+        for r in data["rows"]:
+            r["holm_reads"] = r["raw_reads"]
+    assert rf.check_holm_counts(_block("opd-effect-holm"), "t", ROOT) == []
+    from litrepro.waypoint import effect_holm
+    _loading(monkeypatch, effect_holm.PATH, raw)
+    problems = rf.check_holm_counts(_block("opd-effect-holm"), "t", ROOT)
+    assert any("after Holm" in p for p in problems), problems
+
+
+def test_a6_p26_a_cause_verdict_against_the_wrong_baseline_fails(monkeypatch):
+    from litrepro.rlbp import diagnosis
+
+    def cause_verdict(fixes):                          # the audit's bug: "above the base" read against the fixed gain
+        above_base = [f for f in fixes if f["minus_fixed_gain"]["ci95_low"] > 0]
+        below_fixed = [f for f in fixes if f["minus_fixed_gain"]["ci95_high"] < 0]
+        if any(f["minus_fixed_gain"]["ci95_low"] > 0 for f in above_base):
+            return "finds_headroom"
+        if len(above_base) == len(fixes) and not below_fixed:
+            return "lifts_to_fixed"
+        if above_base:
+            return "lifts"
+        if len(below_fixed) == len(fixes):
+            return "not_sufficient"
+        return "open"
+    assert rf.check_cause_verdicts(_block("rlbp-diagnosis"), "t") == []
+    monkeypatch.setattr(diagnosis, "cause_verdict", cause_verdict)
+    problems = rf.check_cause_verdicts(_block("rlbp-diagnosis"), "t")
+    assert any("does not settle it" in p for p in problems), problems

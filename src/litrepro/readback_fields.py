@@ -33,6 +33,15 @@ study modules.
 - **"LABEL (z = -3.1)" in a sentence**: the numbers in parentheses right after a JSON row's name (an
   identifier such as ``opd_history.mean_gate``) are figures of a row so named, in the same weaker sense.
 
+- **Words and counts of the sixth unseen audit's misses** (``benchmarks/fault_audits/unseen_6.md``): every nonzero
+  bound of an interval has two significant digits or more; an interval column whose header names a field
+  (:data:`COLUMN_KEYS`: CPC overshoot, state-dependence gain, ...) holds that field's interval; "beyond / within /
+  not distinguishable from the frontier" follows the NLL gap's interval; "[lo, hi], below 0.9025" lies on the
+  side it says; the backup study's check sentence lists exactly the checks whose pass rate is below 1; the TD
+  calibration's spread sentence prints the record's and the study's numbers of seeds; the effect study's Holm
+  count is recounted; and each diagnosis verdict on a cause ("lifts the policy above max_min ...", "does not
+  settle it") follows from the intervals of the arms it lists.
+
 Every number is compared at its printed precision: it must be within half a unit of its last printed digit.
 """
 
@@ -491,11 +500,192 @@ def check_labelled_sentences(text: str, where: str, rows: list[tuple[frozenset[s
     return out
 
 
-def check(text: str, where: str, root: Path, rows: list[tuple[frozenset[str], list[float]]] | None = None) -> list[str]:
+def check(text: str, where: str, root: Path, rows: list[tuple[frozenset[str], list[float]]] | None = None,
+          pool: list[tuple] | None = None) -> list[str]:
     """Every field-aware reading of one text (a generated block or a notebook's printed output); ``rows`` is
-    :func:`value_rows` of ``root``, computed once by a caller that reads many texts."""
+    :func:`value_rows` of ``root``, computed once by a caller that reads many texts, and ``pool`` the JSON's
+    intervals (``readback.intervals``), for the columns of :data:`COLUMN_KEYS`."""
     rows = value_rows(root) if rows is None else rows
     return (check_recorded_table(text, where, root) + check_z_columns(text, where) + check_lambda_table(text, where, root)
             + check_seed_means(text, where, root) + check_holm_largest(text, where, root)
             + check_opd_calibration(text, where, root) + check_labelled_figures(text, where, rows)
-            + check_labelled_sentences(text, where, rows))
+            + check_labelled_sentences(text, where, rows) + check_bound_precision(text, where)
+            + check_frontier_words(text, where) + check_against_reference(text, where)
+            + check_pass_rate_sentence(text, where, root) + check_spread_sentence(text, where, root)
+            + check_holm_counts(text, where, root) + check_cause_verdicts(text, where)
+            + (check_interval_columns(text, where, pool) if pool is not None else []))
+
+
+def check_bound_precision(text: str, where: str) -> list[str]:
+    """Every nonzero bound of a printed interval has at least two significant digits (the house rule: a bound
+    printed as ``-0.04`` for ``-0.040`` has lost a digit a reader needs to compare it with its neighbours)."""
+    out = []
+    for m in re.finditer(rf"\[(?P<lo>{NUM})(?:\s?%)?, (?P<hi>{NUM})(?:\s?%)?\]", text):
+        for b in (m.group("lo"), m.group("hi")):
+            if reading(b)[0] != 0 and significant(b) < 2:
+                out.append(f"{where}: '{m.group(0)}': bound {b} is printed with fewer than two significant digits")
+    return out
+
+
+#: Table columns whose header names the JSON field its intervals come from: (words in the header, a fragment of
+#: the JSON path of the interval).  A column of CPC overshoot that prints the true-value interval is named.
+COLUMN_KEYS = (("cpc overshoot", "cpc_overshoot"), ("state-dependence gain", "state_gain"),
+               ("rank correlation", "rank_correlation"), ("greedy action agrees", "greedy"),
+               ("share of the per-kind headroom", "share"), ("holm-adjusted", "holm"))
+
+
+def check_interval_columns(text: str, where: str, pool: list[tuple]) -> list[str]:
+    """An interval in a column of :data:`COLUMN_KEYS` is one of the JSON's intervals of that field."""
+    out = []
+    for _, header, table in tables(text):
+        keys = [next((frag for words, frag in COLUMN_KEYS if words in h.lower()), None) for h in header]
+        if not any(keys):
+            continue
+        for row in table:
+            for col, frag, cell in zip(header, keys, row):
+                m = re.search(rf"\[(?P<lo>{NUM})(?P<pct>\s?%)?, (?P<hi>{NUM})\s?%?\]", cell)
+                if frag is None or m is None:
+                    continue
+                scale = 0.01 if m.group("pct") else 1.0
+                if not any(frag in p[3] and _holds_scaled(m.group("lo"), m.group("hi"), p[0], p[1], scale) for p in pool):
+                    out.append(f"{where}: row {row[0]}, column '{col}': {m.group(0)} is no interval of a `{frag}` field")
+    return out
+
+
+def _holds_scaled(lo_text: str, hi_text: str, low: float, high: float, scale: float) -> bool:
+    return holds(lo_text, hi_text, low / scale, high / scale)
+
+
+_FRONTIER = re.compile(rf"is (?P<words>beyond the best final-only learning rate|within it \(behind the frontier\)|not "
+                       rf"distinguishable from it)[^:]*: at the same transfer its NLL change minus the frontier's is "
+                       rf"\[(?P<lo>{NUM}), (?P<hi>{NUM})\]")
+
+
+def check_frontier_words(text: str, where: str) -> list[str]:
+    """"beyond the best final-only learning rate" needs the NLL gap's interval below 0, "within it" above 0, "not
+    distinguishable" spanning 0."""
+    out = []
+    for m in _FRONTIER.finditer(text):
+        lo, hi = reading(m.group("lo"))[0], reading(m.group("hi"))[0]
+        want = ("beyond the best final-only learning rate" if hi < 0 else "within it (behind the frontier)" if lo > 0
+                else "not distinguishable from it")
+        if m.group("words") != want:
+            out.append(f"{where}: '{m.group('words')}' beside the gap [{m.group('lo')}, {m.group('hi')}], which reads '{want}'")
+    return out
+
+
+_AGAINST = re.compile(rf"\[(?P<lo>{NUM}), (?P<hi>{NUM})\],? (?P<word>above|below) (?P<ref>{NUM})(?!\d|\.\d)")
+
+
+def check_against_reference(text: str, where: str) -> list[str]:
+    """"[lo, hi], below 0.9025": an interval set against a printed value lies wholly on the side the word says."""
+    out = []
+    for m in _AGAINST.finditer(text):
+        lo, hi, ref = (reading(m.group(k))[0] for k in ("lo", "hi", "ref"))
+        if (m.group("word") == "above" and not lo > ref) or (m.group("word") == "below" and not hi < ref):
+            out.append(f"{where}: '{m.group(0)}': the interval is not {m.group('word')} {m.group('ref')}")
+    return out
+
+
+_CHECK_RATES = re.compile(r"`(?P<check>\w+)` held on (?P<pct>" + NUM + r") % of the seeds of `(?P<backup>\w+)`")
+_ALL_HELD = re.compile(r"all (?P<n>\d+) checks held on every seed of every backup")
+
+
+def check_pass_rate_sentence(text: str, where: str, root: Path) -> list[str]:
+    """The backup study's check sentence: the checks it lists as short of every seed are exactly those whose pass
+    rate in ``backup_study.json`` is below 1, each at its rate; "all N checks held" needs every rate 1."""
+    listed = {(m.group("backup"), m.group("check")): m.group("pct") for m in _CHECK_RATES.finditer(text)}
+    every = _ALL_HELD.search(text)
+    if not listed and not every:
+        return []
+    rates = json.loads((root / "rendered/pinterest_rlbp/backup_study.json").read_text(encoding="utf-8"))["check_pass_rates"]
+    short = {(b, c): r for b, per in rates.items() for c, r in per.items() if r < 1}
+    out = []
+    if every and short:
+        out.append(f"{where}: '{every.group(0)}' but {len(short)} check(s) fell short on some seed: {sorted(short)}")
+    if every and int(every.group("n")) != len({c for per in rates.values() for c in per}):
+        out.append(f"{where}: '{every.group(0)}' but the study has {len({c for per in rates.values() for c in per})} checks")
+    if listed and set(listed) != set(short):
+        out.append(f"{where}: the checks listed short of every seed {sorted(listed)} are not the JSON's {sorted(short)}")
+    out += [f"{where}: `{c}` on `{b}` printed {p} %, the JSON's rate is {100 * short[(b, c)]:.4g} %"
+            for (b, c), p in listed.items() if (b, c) in short and not agrees(p, short[(b, c)], 100.0)]
+    return out
+
+
+_SPREAD = re.compile(rf"the record's seed-to-seed spread \(SD/mean (?P<rec>{NUM}), n = (?P<n_rec>\d+)\) is "
+                     rf"(?P<word>larger|smaller) than ours \((?P<ours>{NUM}), n = (?P<n_ours>\d+)")
+
+
+def check_spread_sentence(text: str, where: str, root: Path) -> list[str]:
+    """The TD calibration's spread sentence: n of the record is the seed file's recorded seeds (the rendered
+    summary's recorded n), ours the study's seeds, and "larger"/"smaller" follows the two printed CVs."""
+    out = []
+    for m in _SPREAD.finditer(text):
+        summary = json.loads((root / "rendered/pinterest_rlbp/summary.json").read_text(encoding="utf-8"))
+        n_rec = summary["comparison_with_recorded"]["td_loss_after"]["recorded"]["n"]
+        n_ours = len(json.loads((root / "rendered/pinterest_rlbp/td_calibration.json").read_text(encoding="utf-8"))["seeds"])
+        if int(m.group("n_rec")) != n_rec or int(m.group("n_ours")) != n_ours:
+            out.append(f"{where}: spread sentence prints n = {m.group('n_rec')} and {m.group('n_ours')}, the record has "
+                       f"{n_rec} seeds and the study {n_ours}")
+        rec, ours = reading(m.group("rec"))[0], reading(m.group("ours"))[0]
+        if (m.group("word") == "larger") != (rec > ours):
+            out.append(f"{where}: '{m.group(0)}': {m.group('rec')} is not {m.group('word')} than {m.group('ours')}")
+    return out
+
+
+_HOLM_COUNT = re.compile(r"Of the effect study's (?P<n>\d+) paired intervals, (?P<raw>\d+) exclude 0 on their own and "
+                         r"(?P<holm>\d+) remain detectable after Holm's adjustment over all (?P<n2>\d+)")
+
+
+def check_holm_counts(text: str, where: str, root: Path) -> list[str]:
+    """The effect-Holm count sentence, recounted from ``effect_holm.json``'s raw and Holm intervals."""
+    out = []
+    for m in _HOLM_COUNT.finditer(text):
+        rows = json.loads((root / "rendered/waypoint_opd/effect_holm.json").read_text(encoding="utf-8"))["rows"]
+        raw = sum(r["ci95_low"] > 0 or r["ci95_high"] < 0 for r in rows)
+        holm = sum(r["holm_low"] > 0 or r["holm_high"] < 0 for r in rows)
+        shown = tuple(int(m.group(k)) for k in ("n", "raw", "holm", "n2"))
+        if shown != (len(rows), raw, holm, len(rows)):
+            out.append(f"{where}: '{m.group(0)}' but the JSON has {len(rows)} rows, {raw} excluding 0 raw and {holm} after Holm")
+    return out
+
+
+#: The diagnosis's verdict on a cause, as printed, from the intervals of the arms that change it.
+CAUSE_WORDS = {"finds_headroom": "lifts the policy above max_min and above the fixed gain",
+               "lifts_to_fixed": "lifts the policy above max_min, to no detectable difference from the fixed gain",
+               "lifts": "lifts the policy above max_min; against the fixed gain",
+               "not_sufficient": "leaves the policy below the fixed gain and not detectably above max_min",
+               "open": "does not settle it"}
+_CAUSE = re.compile(r"^(?:- )?Changing (?P<rest>.*)$", re.M)
+_ARM_CLAUSE = re.compile(rf"(?P<arm>[\w.]+) is [^;]*?the fixed gain \(\[(?P<flo>{NUM}), (?P<fhi>{NUM})\]\) and [^;]*?max_min "
+                         rf"\(\[(?P<mlo>{NUM}), (?P<mhi>{NUM})\]\)")
+
+
+def _cause(arms: list[tuple[float, float, float, float]]) -> str:
+    above_base = [a for a in arms if a[2] > 0]
+    below_fixed = [a for a in arms if a[1] < 0]
+    if any(a[0] > 0 for a in above_base):
+        return "finds_headroom"
+    if len(above_base) == len(arms) and not below_fixed:
+        return "lifts_to_fixed"
+    if above_base:
+        return "lifts"
+    return "not_sufficient" if len(below_fixed) == len(arms) else "open"
+
+
+def check_cause_verdicts(text: str, where: str) -> list[str]:
+    """"Changing X lifts the policy above max_min ...: a is ... the fixed gain ([..]) and ... max_min ([..]); b ...":
+    the verdict follows from the arms' printed intervals (some arm above max_min and above the fixed gain; every
+    arm above max_min and none below the fixed gain; some above max_min; every arm below the fixed gain)."""
+    out = []
+    for m in _CAUSE.finditer(text):
+        rest = m.group("rest")
+        head = rest[:rest.find(": ")] if ": " in rest else rest      # "the target network's sync period lifts ..."
+        said = next((k for k, w in CAUSE_WORDS.items() if w in head), None)
+        arms = [tuple(reading(a.group(k))[0] for k in ("flo", "fhi", "mlo", "mhi")) for a in _ARM_CLAUSE.finditer(rest)]
+        if said is None or not arms:
+            continue
+        want = _cause(arms)
+        if said != want:
+            out.append(f"{where}: 'Changing {rest[:60]}…' says '{CAUSE_WORDS[said]}', its arms' intervals give '{CAUSE_WORDS[want]}'")
+    return out
