@@ -120,6 +120,7 @@ rlbp-td-calibration: install
 # contextual_study.json records 190 s wall, 377 CPU-s on 2 cores (20 seeds); the script prints its cost.
 rlbp-contextual: install
 	$(BIN)/python studies/rlbp_contextual.py --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro.contextual.pairing   # the learned bidder minus the table policies, paired (seconds)
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # The backup, budget and diagnosis studies re-run in the contextual market (issue 29, our reconstruction): 4 backups
@@ -128,6 +129,14 @@ rlbp-contextual: install
 .PHONY: rlbp-contextual-budget
 rlbp-contextual-budget: install
 	$(BIN)/python studies/rlbp_contextual_budget.py --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro.contextual.pairing   # the learned bidder minus the table policies, paired (seconds)
+	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
+
+# The contextual budget study's learned arms minus the contextual study's table policies, paired by seed from the two
+# committed JSON files (no simulation; seconds): rendered/pinterest_rlbp/contextual_pairing.json.
+.PHONY: rlbp-contextual-pairing
+rlbp-contextual-pairing: install
+	$(BIN)/python -m litrepro.contextual.pairing
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # The seed market's one-factor diagnosis arms (target sync, gamma, the actor's support and temperature) in the

@@ -840,6 +840,7 @@ def write(root: Path = ROOT) -> list[str]:
 DIAGNOSIS = "rendered/pinterest_rlbp/diagnosis.json"
 TD_CALIBRATION = "rendered/pinterest_rlbp/td_calibration.json"
 DOSE_RESPONSE = "rendered/waypoint_opd/dose_response.json"
+CONTEXTUAL_PAIRING = "rendered/pinterest_rlbp/contextual_pairing.json"
 
 
 def _bullets(sentences: list[str]) -> str:
@@ -1022,7 +1023,7 @@ def rlbp_contextual_budget(root: Path) -> str:
     table = _table(["arm", "critic steps", "held-out TD loss", "− fixed gain", "− best constant", "− max_min, same steps",
                     "state-dependence gain"], rows)
     contextual = load(root, "rendered/pinterest_rlbp/contextual_study.json")
-    return table + "\n\n" + _bullets(budget.findings(data, contextual))
+    return table + "\n\n" + _bullets(budget.findings(data, contextual, load(root, CONTEXTUAL_PAIRING)))
 
 
 @block("rlbp-contextual-diagnosis", "docs/pinterest_rlbp.md")
@@ -1153,7 +1154,8 @@ def headline_glance(root: Path) -> str:
 
     budget = rlbp_budget.findings(load(root, BUDGET))
     contextual = contextual_budget.findings(load(root, "rendered/pinterest_rlbp/contextual_budget.json"),
-                                            load(root, "rendered/pinterest_rlbp/contextual_study.json"))
+                                            load(root, "rendered/pinterest_rlbp/contextual_study.json"),
+                                            load(root, CONTEXTUAL_PAIRING))
     transfer_data = load(root, TRANSFER)
     transfer = transfer_study.findings(transfer_data)
     cfg = transfer_data["config"]

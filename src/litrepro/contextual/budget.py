@@ -390,9 +390,11 @@ def _verdict_tally(rows: Sequence[Mapping[str, float]]) -> str:
     return ", ".join(f"{w} at {words.count(w)}" for w in order if words.count(w))
 
 
-def findings(data: Mapping[str, Any], contextual: Mapping[str, Any] | None = None) -> list[str]:
+def findings(data: Mapping[str, Any], contextual: Mapping[str, Any] | None = None,
+             pairing: Mapping[str, Any] | None = None) -> list[str]:
     """The study in sentences; every number and word comes from ``data`` (and, for the state-dependent
-    oracle, from the contextual study's JSON ``contextual``) through :mod:`litrepro.prose`, which says
+    oracle, from the contextual study's JSON ``contextual``, and the learned bidder's paired difference from the
+    table policy from ``contextual_pairing.json``, ``pairing``) through :mod:`litrepro.prose`, which says
     "higher"/"lower" only when the interval excludes 0."""
     from litrepro import prose, stats
 
@@ -440,7 +442,16 @@ def findings(data: Mapping[str, Any], contextual: Mapping[str, Any] | None = Non
         out.append("For scale, the contextual study's per-campaign table policy, which reacts to the pacing error and "
                    "the time of day: " + prose.compare(table, "it", "the best constant", measure="true value") + ".")
         within = contextual["summary"].get("state_gain", {}).get("campaign_table/within_campaign_gain")
-        if top_best["ci95_high"] < table["ci95_low"]:
+        if pairing is not None:
+            from litrepro.contextual.pairing import row as paired
+            d = paired(pairing, f"max_min_{top}", "campaign_table", "value")
+            out.append(f"In this market the learned bidder with the seed's max/min backup, given {top} critic steps, "
+                       f"paired with the per-campaign table policy (an oracle tuned with the simulator) over the "
+                       f"{d['n']} seeds both studies share (`rendered/pinterest_rlbp/contextual_pairing.json`): "
+                       + prose.compare(d, "it", "the table policy", measure="true value")
+                       + ". The table's gain mixes choosing a constant per campaign with reacting to the state inside "
+                       "a campaign.")
+        elif top_best["ci95_high"] < table["ci95_low"]:
             hi = stats.round_outward(top_best["ci95_high"], 2, up=True)
             lo = stats.round_outward(table["ci95_low"], 2, up=False)
             out.append(f"In this market the learned bidder with the seed's max/min backup, given {top} critic steps, "
@@ -454,7 +465,12 @@ def findings(data: Mapping[str, Any], contextual: Mapping[str, Any] | None = Non
             line = ("The part that reacting inside a campaign is worth (value minus each campaign's own mix of the "
                     f"actions it took) is {prose.estimate(within)} for the table policy and {prose.estimate(g)} for "
                     f"max_min at {top} steps")
-            if g["ci95_high"] < within["ci95_low"]:
+            if pairing is not None:
+                from litrepro.contextual.pairing import row as paired
+                w = paired(pairing, f"max_min_{top}", "campaign_table", "within_campaign_gain")
+                line += "; paired over the seeds both studies share, " + prose.compare(
+                    w, "max_min", "the table policy", measure="within-campaign gain")
+            elif g["ci95_high"] < within["ci95_low"]:
                 line += (": the two intervals do not overlap (they come from the two studies, which share seeds, days "
                          "and draws; the paired difference itself is not computed)")
             out.append(line + ". Where the learned bidder loses the rest is what the contextual diagnosis's one-factor "
