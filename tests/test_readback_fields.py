@@ -33,6 +33,19 @@ def _loading(monkeypatch, rel: str, change) -> None:
     monkeypatch.setattr(claims, "load", load)
 
 
+def _patched(module, name: str, old: str, new: str):
+    """``module.name`` rebuilt from its own source with the one edit ``old`` -> ``new`` (an audit's patch, applied
+    as the auditor applied it), in the module's namespace."""
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(getattr(module, name)))
+    assert source.count(old) == 1, (name, old)
+    namespace = dict(vars(module))
+    exec(compile(source.replace(old, new), f"<patched {module.__name__}.{name}>", "exec"), namespace)
+    return namespace[name]
+
+
 FIELD_BLOCKS = ("rlbp-recorded", "opd-recorded", "rlbp-td-calibration", "rlbp-lambda", "rlbp-market",
                 "opd-effect-holm", "opd-step-calibration")
 
@@ -60,13 +73,8 @@ def test_a_number_agrees_at_its_printed_precision(shown, x, ok):
 
 
 def test_p04_a_mean_sd_one_digit_short_fails(monkeypatch):
-    def short(mean, sd, sig=4, *, floor=None):
-        if floor is not None and 0 < abs(mean) + abs(sd) < floor:
-            return f"< {floor:.0e}"
-        if sd > 0:
-            d = max(0, -math.floor(math.log10(sd)))
-            return f"{mean:.{d}f} ± {sd:.{d}f}"
-        return f"{mean:.{sig}g} ± 0"
+    short = _patched(prose, "mean_sd", "decimals = max(0, 1 - math.floor(math.log10(sd)))",
+                     "decimals = max(0, -math.floor(math.log10(sd)))")              # the SD at one significant digit
     monkeypatch.setattr(prose, "mean_sd", short)
     problems = rf.check(_block("rlbp-recorded"), "t", ROOT)
     assert any("actor_gradient_norm" in p and "two significant digits" in p for p in problems), problems
@@ -203,10 +211,7 @@ def test_a_seed_scale_z_off_its_figure_fails():
 def test_a6_p02_bounds_without_their_trailing_zeros_fail(monkeypatch):
     from litrepro import stats
 
-    def fmt_ci(low, high, sig=2):                     # the audit's bug: the '#' flag dropped
-        def show(x):
-            return f"{x:+.{sig}g}".rstrip(".") if x != 0 else "0"
-        return f"[{show(stats.round_outward(low, sig, up=False))}, {show(stats.round_outward(high, sig, up=True))}]"
+    fmt_ci = _patched(stats, "fmt_ci", 'f"{x:+#.{sig}g}"', 'f"{x:+.{sig}g}"')     # the '#' flag dropped
     assert rf.check_bound_precision(_block("rlbp-budget"), "t") == []
     monkeypatch.setattr(stats, "fmt_ci", fmt_ci)
     problems = rf.check_bound_precision(_block("rlbp-budget"), "t")
@@ -216,26 +221,15 @@ def test_a6_p02_bounds_without_their_trailing_zeros_fail(monkeypatch):
 def test_a6_p17_beyond_the_frontier_beside_an_interval_spanning_0_fails(monkeypatch):
     from litrepro.waypoint import transfer_study
 
-    def frontier_words(row):                           # the audit's bug: the wrong bound tested
-        gap = row["nll_gap_to_frontier"]
-        if gap["ci95_low"] < 0:
-            return "beyond the best final-only learning rate"
-        if gap["ci95_low"] > 0:
-            return "within it (behind the frontier)"
-        return "not distinguishable from it (the interval spans 0, so it is not shown to lie on the frontier either)"
+    words = _patched(transfer_study, "frontier_words", 'if gap["ci95_high"] < 0:', 'if gap["ci95_low"] < 0:')
     assert rf.check_frontier_words(_block("opd-transfer"), "t") == []
-    monkeypatch.setattr(transfer_study, "frontier_words", frontier_words)
+    monkeypatch.setattr(transfer_study, "frontier_words", words)
     problems = rf.check_frontier_words(_block("opd-transfer"), "t")
     assert any("'beyond the best final-only learning rate'" in p for p in problems), problems
 
 
 def test_a6_p20_a_pass_rate_threshold_that_hides_a_failed_check_fails(monkeypatch):
-    def pass_rates(rates, n):                          # the audit's bug: threshold 0.5 instead of 1
-        names = sorted({c for per in rates.values() for c in per})
-        short = [(b, c, r) for b, per in sorted(rates.items()) for c, r in sorted(per.items()) if r < 0.5]
-        if not short:
-            return f"all {len(names)} checks held on every seed of every backup ({len(rates)} backups × {n} seeds)."
-        return "; ".join(f"`{c}` held on {prose.percent(r, 3, sign=False)} of the seeds of `{b}`" for b, c, r in short) + "."
+    pass_rates = _patched(claims, "_pass_rates", "if r < 1.0]", "if r < 0.5]")
     assert rf.check_pass_rate_sentence(_block("headline-rlbp-study"), "t", ROOT) == []
     monkeypatch.setattr(claims, "_pass_rates", pass_rates)
     problems = rf.check_pass_rate_sentence(_block("headline-rlbp-study"), "t", ROOT)
@@ -279,19 +273,9 @@ def test_a6_p25_the_holm_count_from_the_raw_verdicts_fails(monkeypatch):
 def test_a6_p26_a_cause_verdict_against_the_wrong_baseline_fails(monkeypatch):
     from litrepro.rlbp import diagnosis
 
-    def cause_verdict(fixes):                          # the audit's bug: "above the base" read against the fixed gain
-        above_base = [f for f in fixes if f["minus_fixed_gain"]["ci95_low"] > 0]
-        below_fixed = [f for f in fixes if f["minus_fixed_gain"]["ci95_high"] < 0]
-        if any(f["minus_fixed_gain"]["ci95_low"] > 0 for f in above_base):
-            return "finds_headroom"
-        if len(above_base) == len(fixes) and not below_fixed:
-            return "lifts_to_fixed"
-        if above_base:
-            return "lifts"
-        if len(below_fixed) == len(fixes):
-            return "not_sufficient"
-        return "open"
+    verdict = _patched(diagnosis, "cause_verdict", 'above_base = [f for f in fixes if f["minus_max_min"]["ci95_low"] > 0]',
+                       'above_base = [f for f in fixes if f["minus_fixed_gain"]["ci95_low"] > 0]')
     assert rf.check_cause_verdicts(_block("rlbp-diagnosis"), "t") == []
-    monkeypatch.setattr(diagnosis, "cause_verdict", cause_verdict)
+    monkeypatch.setattr(diagnosis, "cause_verdict", verdict)
     problems = rf.check_cause_verdicts(_block("rlbp-diagnosis"), "t")
     assert any("does not settle it" in p for p in problems), problems
