@@ -56,7 +56,7 @@ explore: corpus
 bench: install
 	$(BIN)/python benchmarks/run.py
 
-# waypoint_opd: paired per-seed differences of the arms over 16 seeds (a few minutes on one core)
+# waypoint_opd: paired per-seed differences of the arms over 16 seeds (its JSON records no wall time)
 effect-study: corpus
 	$(BIN)/python studies/waypoint_effect_study.py --seeds 42-57
 	$(BIN)/python -m litrepro.waypoint.effect_holm   # Holm-adjusted rows beside it (seconds; make effect-holm)
@@ -74,14 +74,14 @@ effect-holm: install
 	$(BIN)/python -m litrepro.waypoint.effect_holm
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
-# waypoint_opd: the gate's effect at 5 teacher-RL learning rates, 16 seeds, paired CIs (a few minutes on 2 cores)
+# waypoint_opd: the gate's effect at 5 teacher-RL learning rates, 16 seeds, paired CIs (dose_response.json records 80 s wall on 2 cores)
 dose-response: corpus
 	$(BIN)/python studies/waypoint_dose_response.py --seeds 42-57 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # pinterest_rlbp: the learned bidder against the critic's budget (4 backups x 5 budgets), a convergence rule, data scaling
 # and three baselines, 20 seeds; resumable (build/rlbp_budget/); prints its cost first (budget_study.json records
-# 248 CPU-s per seed: about 42 min for all 20 on 2 cores)
+# 248 CPU-s per seed: about 41 min for all 20 on 2 cores)
 .PHONY: rlbp-budget
 rlbp-budget: install
 	$(BIN)/python studies/rlbp_budget.py --seeds 42-61 --jobs 2
@@ -93,12 +93,12 @@ rlbp-budget: install
 waypoint-transfer: corpus
 	$(BIN)/python studies/waypoint_transfer.py --seeds 42-57 --jobs 2
 
-# waypoint_opd: the OPD step's gradient norm and parameter change against the record, with explaining arms (about 1 min)
+# waypoint_opd: the OPD step's gradient norm and parameter change against the record, with explaining arms (opd_calibration.json records its wall time; under a minute on 2 cores)
 .PHONY: waypoint-opd-calibration
 waypoint-opd-calibration: corpus
 	$(BIN)/python studies/waypoint_opd_calibration.py --seeds 42-57
 
-# waypoint_opd: the transfer regime's arms from a teacher that forgets (a two-phase curriculum), 16 seeds (about 3 min on 2 cores)
+# waypoint_opd: the transfer regime's arms from a teacher that forgets (a two-phase curriculum), 16 seeds (no run of it is committed)
 .PHONY: waypoint-curriculum
 waypoint-curriculum: corpus
 	$(BIN)/python studies/waypoint_curriculum.py --seeds 42-57 --jobs 2

@@ -123,7 +123,7 @@ def test_check_reads_printed_text_rendered_notebooks_and_docs_subfolders(tree):
 def test_printed_strings_reads_only_print_calls():
     src = 'x = "0.5"\nprint(f"gain {x} of 0.25", "and 0.75")\nlog("0.9")\n%matplotlib inline'
     assert claims.printed_strings(src) == []          # a magic: not Python, nothing read
-    assert claims.printed_strings(src.rsplit("\n", 1)[0]) == ["gain ", " of 0.25", "and 0.75"]
+    assert claims.printed_strings(src.rsplit("\n", 1)[0]) == ["gain ", " of 0.25", "gain  of 0.25", "and 0.75"]
 
 
 def test_check_fails_on_an_edited_block(tree):
@@ -217,6 +217,26 @@ def test_a_missing_or_unknown_block_is_reported(tree):
     ("Seeds 42–44 are rendered.", True),                              # an en dash in a range is no sign
     ("A table <td>cell</td> is markup.", True),
     ("It wins on $\\frac{17}{20}$ of the seeds.", False),
+    # the fourth claims review's forms
+    ("It is 17 times larger.", False), ("It is 17X larger.", False), ("It is 17 x larger.", False),
+    ("It is 17 fold larger.", False), ("It is 17fold larger.", False), ("It is 17-times larger.", False),
+    ("The odds are 4 : 1.", False), ("The odds are 4∶1.", False),
+    ("A share of 17％ is over.", False), ("A share of 17 pct is over.", False), ("It moves 17 percentage points.", False),
+    ("It moves 17 pp.", False), ("A rate of 17‰ is over.", False), ("A rate of 17 per mille.", False),
+    ("A 17-percent share.", False),
+    ("It wins on 17 in 20 seeds.", False), ("It wins on 17 seeds in 20.", False), ("It wins on 17 seeds of 20.", False),
+    ("It wins on 17 (of 20) seeds.", False), ("It wins on 17 from 20 seeds.", False),
+    ("It wins on 17 seeds out of the 20.", False), ("It wins on 17⁄20 seeds.", False), ("It wins on 17∕20 seeds.", False),
+    ("It wins on ¾ of the seeds.", False), ("It wins on ¹⁷⁄₂₀ of the seeds.", False),
+    ("It wins on $\\tfrac{17}{20}$ of the seeds.", False), ("It wins on ${17 \\over 20}$ of the seeds.", False),
+    ("Its |z| = 422 on this seed.", False), ("Its z: 4 on this seed.", False), ("A z of 4 on this seed.", False),
+    ("A z-score 4 on this seed.", False), ("Its z ~ 4 on this seed.", False), ("Its z > 4.4 on this seed.", False),
+    ("It lies 422 SDs out.", False), ("It lies 4.4 standard deviations out.", False), ("It lies 4 σ out.", False),
+    ("It lies 4-sigma out.", False), ("It lies 4.4 sd out.", False),
+    ("The gain is 0·734 per day.", False),
+    ("A [gain](x.png \"gain 0.734\") link.", False), ('An <abbr title="0.734">abbr</abbr> here.', False),
+    ("Calibrated means |z| <= 3 against the recorded SD.", True),     # a threshold may quote a stated value
+    ("A 7 x 7 grid of gains.", True),                                 # a grid's dimensions are no ratio
 ])
 def test_the_rule_for_numbers(sentence, allowed):
     values = claims.stated_values(ROOT)
@@ -245,3 +265,21 @@ def test_pass_rates_name_the_checks_that_did_not_always_hold():
     assert claims._pass_rates({"max_min": {"a": 1.0, "b": 1.0}}, 20) == \
         "all 2 checks held on every seed of every backup (1 backups × 20 seeds)."
     assert claims._pass_rates({"max_min": {"a": 1.0, "b": 0.95}}, 20) == "`b` held on 95.0 % of the seeds of `max_min`."
+
+
+@pytest.mark.parametrize("source", ['print(0.734)', 'print("gap %.3f" % 0.734)', 'print("gap 0." + "734")',
+                                    'print(f"gap {0.734}")', 'print(f"{0.734:.2f}")'])
+def test_a_figure_typed_into_a_print_call_is_read(source):
+    values = claims.stated_values(ROOT)
+    texts = claims.printed_strings(source)
+    assert any(claims.scan_prose(claims.strip_non_prose(t), "nb", values, t) for t in texts), texts
+
+
+def test_a_raw_cell_is_scanned(tmp_path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_raw_cell("0.734 and 17 of 20 seeds")]
+    (tmp_path / "n.ipynb").write_text(nbformat.writes(nb))
+    problems = claims.scan_notebook(tmp_path, "n.ipynb", claims.stated_values(ROOT))
+    assert any("'0.734'" in p for p in problems) and any("17 of 20" in p for p in problems), problems

@@ -82,3 +82,21 @@ def test_studies_that_do_not_pair_are_refused(change, words):
     change(study)
     with pytest.raises(pairing.PairingRefused, match=words):
         pairing.pair(_load(pairing.BUDGET), study)
+
+
+def test_recompute_names_a_negated_pairing_row():
+    """The fourth claims review's attack: one row negated with its verdict flipped reads "higher" in the README after
+    claims --write; litrepro.recompute (run by claims --check) recomputes it from the two studies and names it."""
+    from litrepro import recompute
+    from litrepro import recompute_contextual as rc
+
+    data = _load(pairing.PATH)
+    r = pairing.row(data, "max_min_6000", "campaign_table", "value")
+    r["mean_difference"], r["ci95_low"], r["ci95_high"], r["verdict"] = (-r["mean_difference"], -r["ci95_high"],
+                                                                         -r["ci95_low"], ">0")
+    ledger = recompute._Ledger(pairing.PATH)
+    rc._check_contextual_pairing(data, ledger, _load(pairing.BUDGET), _load(pairing.STUDY))
+    assert any("max_min_6000 - campaign_table|value].mean_difference" in p for p in ledger.problems), ledger.problems
+    clean = recompute._Ledger(pairing.PATH)
+    rc._check_contextual_pairing(_load(pairing.PATH), clean, _load(pairing.BUDGET), _load(pairing.STUDY))
+    assert clean.problems == [] and clean.count > 1000

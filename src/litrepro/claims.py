@@ -528,25 +528,34 @@ def outside_blocks(text: str, spans: list[tuple[str, int, int]]) -> str:
 _FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.S | re.M)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
-_LINK_TARGET = re.compile(r"\]\([^)]*\)")
+_LINK_TARGET = re.compile(r"\]\([^)\s]*(?=[\s)])")   # the target only: a link title ("...") stays prose
 _URL = re.compile(r"https?://\S+")
 _HTML_TAG = re.compile(r"</?[A-Za-z][^<>\n]*>")     # a tag or an autolink, never "< 0.04 while ... > 0.5"
+#: Attribute values a reader sees (a tooltip, alt text) stay prose inside a blanked tag.
+_SHOWN_ATTRIBUTE = re.compile(r"""\b(?:title|alt|aria-label)\s*=\s*(?P<q>["'])(?P<v>.*?)(?P=q)""")
 _SUPER = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 #: A number in prose: optional sign, digits (thousands commas allowed), decimals, exponent, percent.
 #: The number is read whole: it may not stop before more digits or a decimal part ("2.5x" is 2.5, never 2), and a
 #: unit glued to it ("2.5x", "4.0σ", "362.1s", "3×") is read with it; an integer followed by "×" or "x" is a ratio.
 _NUMBER = re.compile(
-    r"(?<![\w.])(?P<zeq>(?<![\w])[zZ]\s?[=≈]\s?)?(?P<xpre>[x×](?=\d))?(?P<sign>(?<![\w\-−–])[+\-−–±])?"
-    r"(?P<num>\d+(?:,\d{3})*(?:\.\d+)?(?:[eE][+\-−]?\d+)?|(?<![\w.,])\.\d+)(?![\d,]|\.\d)"
+    r"(?<![\w.])(?P<zeq>(?<![\w])(?:\|z\||[zZ](?:-score)?)\s?(?:(?P<zcmp>[<>≤≥]=?)|[=≈~:]|of)?\s?(?=[+\-−–]?\.?\d))?"
+    r"(?P<xpre>[x×](?=\d))?(?P<sign>(?<![\w\-−–])[+\-−–±])?"
+    r"(?P<num>\d+(?:,\d{3})*(?:[.·]\d+)?(?:[eE][+\-−]?\d+)?|(?<![\w.,])\.\d+)(?![\d,]|[.·]\d)"
     r"(?P<pow>\s?[×x]\s?10(?P<exp>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))?(?P<bare_pow>(?<=10)[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?"
-    r"(?P<pct>\s?%|\s(?:per ?cent)(?![\w-]))?"
-    r"(?P<ratio>\s×(?!\s?10)|\s?sigma(?![\w-])|-fold(?![\w-])|:\d+(?![\d:]))?"
+    r"(?P<pct>\s?[%％‰]|\s(?:per ?cent|pct|percentage points?|pp|per mille)(?![\w-])|-percent(?![\w-]))?"
+    r"(?P<ratio>\s×(?!\s?10)|\s?[xX×](?![\w\d])(?!\s?\d)|\s?-?(?:times|fold)(?![\w-])|\s?[:∶]\s?\d+(?![\d:])"
+    r"|\s?-?(?:sigma|σ)(?![\w-]))?"
+    r"(?P<sds>\s?-?(?:SDs?|sd|standard deviations?)(?![\w-]))?"
     r"(?P<unit>[A-Za-zσ×]+)?(?![\w])")
+#: The units a study counts (seeds, conditions, levels, ...): a count over one of them is a result.
+_COUNTED_UNITS = r"(?:seeds?|conditions?|levels?|backups?|budgets?|arms?|figures?|cases?|checks?|rows?|bugs?|runs?|trials?|tests?)"
 #: A count: "k of n", "k of the n", "k out of n", or "k/n" with k of 2 or more ("1/9", "0/0" are a unit share
 #: and an indeterminate form, not tallies; docs/claims.md says that "1/n" therefore slips).
 _K_OF_N = re.compile(r"(?<![\w./])(?:\d+ (?:out )?of (?:the |all |our |its |these |those )?\d+"
-                     r"|\d+ [a-z]+ out of \d+|(?:[02-9]|[1-9]\d+) ?/ ?(?:[2-9]|[1-9]\d+)"
-                     r"|\\frac\{(?:[02-9]|[1-9]\d+)\}\{\d+\})(?![\w/]|\.\d)")
+                     r"|\d+ [a-z]+ out of (?:the )?\d+|(?:[02-9]|[1-9]\d+) ?[/⁄∕] ?(?:[2-9]|[1-9]\d+)"
+                     rf"|\d+ (?:{_COUNTED_UNITS} )?(?:in|from) \d+(?= {_COUNTED_UNITS}\b)|\d+ {_COUNTED_UNITS} (?:in|of) \d+"
+                     r"|\d+ \(of \d+\)|[¼½¾⅓⅔⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞]|[¹²³⁴⁵⁶⁷⁸⁹⁰]+⁄[₀₁₂₃₄₅₆₇₈₉]+"
+                     r"|\\[dt]?frac\{(?:[02-9]|[1-9]\d+)\}\{\d+\}|\{\s*\d+\s*\\over\s*\d+\s*\})(?![\w/]|\.\d)")
 
 
 _NUMBER_WORDS = ("(?:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)-(?:one|two|three|four|five|six|seven|eight|nine))|"
@@ -555,7 +564,7 @@ _NUMBER_WORDS = ("(?:(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)-(
 #: A count written in words over the units a study counts: "three of four conditions", "seventeen out of twenty
 #: seeds", "twelve seeds" ("one of two ways", "the three rendered seeds" are structure: no number word before a
 #: counted unit other than the rendered seeds' "three").
-_COUNTED = r"(?:seeds?|conditions?|levels?|backups?|budgets?|arms?|figures?|cases?|checks?|rows?|bugs?|runs?|trials?|tests?)"
+_COUNTED = _COUNTED_UNITS
 _K_OF_N_WORDS = re.compile(
     rf"(?i)(?<![\w-])(?:(?:{_NUMBER_WORDS}|\d+) (?:out )?of (?:the |all |our |its |a )?(?:{_NUMBER_WORDS}) {_COUNTED}"
     rf"|(?:{_NUMBER_WORDS}|\d+) (?:out )?of (?:the |all |our |its )?(?:{_NUMBER_WORDS}|\d+)(?= {_COUNTED}\b)"
@@ -569,9 +578,16 @@ def strip_non_prose(text: str) -> str:
     (``e_{-1}``, ``x^{2}``: indices, not figures) blanked (line structure kept)."""
     def blank(m: re.Match) -> str:
         return re.sub(r"[^\n]", " ", m.group(0))
-    for pattern in (_COMMENT, _FENCE, _INLINE_CODE, _LINK_TARGET, _URL, _HTML_TAG, _MATH_INDEX):
+
+    def blank_tag(m: re.Match) -> str:                 # keep what a title or alt attribute shows
+        tag, out = m.group(0), list(re.sub(r"[^\n]", " ", m.group(0)))
+        for a in _SHOWN_ATTRIBUTE.finditer(tag):
+            out[a.start("v"):a.end("v")] = tag[a.start("v"):a.end("v")]
+        return "".join(out)
+    for pattern in (_COMMENT, _FENCE, _INLINE_CODE, _LINK_TARGET, _URL):
         text = pattern.sub(blank, text)
-    return text
+    text = _HTML_TAG.sub(blank_tag, text)
+    return _MATH_INDEX.sub(blank, text)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -592,12 +608,15 @@ def _parse(m: re.Match) -> Number | None:
         num = num.replace(",", ".")
     if num.startswith("."):              # ".0413": a decimal without its leading 0
         num = "0" + num
+    num = num.replace("·", ".")          # "0·734": a middle dot as the decimal point
     digits = num.replace(",", "")
     mant, _, exp = digits.lower().partition("e")
     pow_exp = m.group("exp") or m.group("bare_pow")
     unit = m.group("unit") or ""
-    ratio = bool(m.group("xpre") or m.group("ratio")) or unit in ("x", "×", "σ")   # "3×", "x1.7", "3-fold", "4:1", "4 sigma"
-    result_like = bool(sign or "." in mant or exp or pow_exp or m.group("pct") or m.group("zeq") or ratio)
+    ratio = bool(m.group("xpre") or m.group("ratio")) or unit in ("x", "×", "σ")   # "3×", "x1.7", "3-fold", "4:1", "3σ"
+    # "z = 422", "3σ", "3×": never a stated value; "|z| > 3", "3 SDs", "4 standard deviations": a threshold may quote one
+    never = bool(m.group("zeq") and not m.group("zcmp")) or ratio
+    result_like = bool(sign or "." in mant or exp or pow_exp or m.group("pct") or m.group("zeq") or ratio or m.group("sds"))
 
     if not result_like:
         return None
@@ -616,8 +635,7 @@ def _parse(m: re.Match) -> Number | None:
     if sign in ("-", "−", "–"):
         x = -x
     # "z = 422", "4.0σ", "3×": a z-score or a ratio, printed with no sign, is a result and never a stated value
-    return Number(m.group(0).strip(), x, tol, m.start(), never_stated=bool(m.group("zeq")) or ratio,
-                  percent=bool(m.group("pct")))
+    return Number(m.group(0).strip(), x, tol, m.start(), never_stated=never, percent=bool(m.group("pct")))
 
 
 def numbers(text: str) -> Iterator[Number]:
@@ -781,6 +799,11 @@ def printed_strings(source: str) -> list[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
             for arg in node.args:
                 out += [c.value for c in ast.walk(arg) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+                out += [repr(c.value) for c in ast.walk(arg)          # print(0.734), f"{0.734:.2f}": a typed figure
+                        if isinstance(c, ast.Constant) and isinstance(c.value, float)]
+                joined = [c.value for c in ast.walk(arg) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
+                if len(joined) > 1:
+                    out.append("".join(joined))                       # "gap 0." + "734": the parts read together
     return out
 
 
@@ -800,7 +823,7 @@ def scan_notebook(root: Path, rel: str, values: dict[str, list[float]]) -> list[
     problems = []
     for cell in nb.cells:
         where = f"{rel} cell {cell.get('id', '?')}"
-        if cell.cell_type == "markdown":
+        if cell.cell_type in ("markdown", "raw"):
             problems += scan_prose(strip_non_prose(cell.source), where, values, cell.source)
         elif cell.cell_type == "code":
             for literal in printed_strings(cell.source):

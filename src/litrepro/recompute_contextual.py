@@ -296,9 +296,40 @@ def check_contextual_diagnosis(data: Mapping[str, Any], budget: Mapping[str, Any
     return _run(CONTEXTUAL_DIAGNOSIS, lambda d, L: _check_contextual_diagnosis(d, L, budget), data).problems
 
 
+# --- contextual_pairing.json -----------------------------------------------------------------------
+
+CONTEXTUAL_PAIRING = "rendered/pinterest_rlbp/contextual_pairing.json"
+
+
+def _check_contextual_pairing(d: Mapping[str, Any], L: _Ledger, budget: Mapping[str, Any] | None,
+                              study: Mapping[str, Any] | None) -> None:
+    """Every row is the t interval, over the seeds both studies hold, of the learned arm's figure in the budget
+    study minus the table policy's in the contextual study, read from the two files by seed (not from the row's
+    own per-seed list); every learned arm, table and part has its row."""
+    if budget is None or study is None:
+        L.note("(file)", "its input studies are missing, so it cannot be recomputed")
+        return
+    b = {r["seed"]: r["decomposition"] for r in budget["per_seed"]}
+    s = {r["seed"]: r["decomposition"] for r in study["per_seed"]}
+    seeds = sorted(b)
+    L.same("seeds", d.get("seeds"), seeds)
+    L.same("seeds of the contextual study", sorted(s), seeds)
+    want = [(arm, table, part) for arm in sorted(b[seeds[0]]) for table in ("campaign_table", "kind_table")
+            for part in ("value", "within_campaign_gain")]
+    L.members("rows", [(r.get("arm"), r.get("against"), r.get("part")) for r in d.get("rows", [])], want)
+    for r in d.get("rows", []):
+        path = f"rows[{r.get('comparison')}|{r.get('part')}]"
+        with L.section(path):
+            diffs = [b[k][r["arm"]][r["part"]] - s[k][r["against"]][r["part"]] for k in seeds]
+            L.interval(path, r, diffs, verdict=True)
+            L.vector(f"{path}.per_seed_differences", r["per_seed_differences"], diffs)
+
+
 def plan(load) -> list[tuple[str, Any]]:
     """``(file, fn(data, ledger))`` for :func:`litrepro.recompute.check`; ``load(file)`` reads a sibling or None."""
     return [(CONTEXTUAL_STUDY, _check_contextual_study),
             (CONTEXTUAL_BUDGET, lambda d, L: _check_contextual_budget(d, L, load(CONTEXTUAL_STUDY))),
-            (CONTEXTUAL_DIAGNOSIS, lambda d, L: _check_contextual_diagnosis(d, L, load(CONTEXTUAL_BUDGET)))]
+            (CONTEXTUAL_DIAGNOSIS, lambda d, L: _check_contextual_diagnosis(d, L, load(CONTEXTUAL_BUDGET))),
+            (CONTEXTUAL_PAIRING, lambda d, L: _check_contextual_pairing(d, L, load(CONTEXTUAL_BUDGET),
+                                                                        load(CONTEXTUAL_STUDY)))]
 

@@ -210,8 +210,9 @@ def findings(data: Mapping[str, Any]) -> list[str]:
     sizes = [s["mean_abs_advantage"] for s in same_student]
     out.append(f"Across the notebook and the RL-rate arms (the same waypoint0 student) the gradient norm per unit of "
                f"mean |A| stays between {min(ratios):.3g} and {max(ratios):.3g} while mean |A| changes "
-               f"{max(sizes) / min(sizes):.1f}-fold: at a fixed student the step's size is set by how far the final "
-               "waypoint is from it.")
+               f"{max(sizes) / min(sizes):.1f}-fold: at a fixed student the step's size scales with mean |A|, how far "
+               "the final waypoint is from it in log-probability, as the surrogate's gradient (A times the score) "
+               "makes it by construction; these arms vary only the teacher's RL learning rate.")
     return out
 
 

@@ -581,10 +581,15 @@ def findings(data: Mapping[str, Any]) -> list[str]:
             c = chords[near]
             line += (f" The leave-one-out error of the frontier's chords at the nearest interior multiplier (x{near:g}) "
                      f"is {fmt_ci(c['ci95_low'], c['ci95_high'])}")
+            near0 = min(abs(gap["ci95_low"]), abs(gap["ci95_high"]))        # the gap's bound nearest 0
+            reach = max(abs(c["ci95_low"]), abs(c["ci95_high"]))              # the chords' largest error
             if c["ci95_high"] < 0 and gap["ci95_high"] < 0:
                 line += ": the chords overstate the frontier's NLL there, so this reading may come from the interpolation."
             elif c["ci95_low"] > 0 and gap["ci95_low"] > 0:
                 line += ": the chords understate the frontier's NLL there, so this reading may come from the interpolation."
+            elif (gap["ci95_low"] > 0 or gap["ci95_high"] < 0) and near0 <= reach:
+                line += (": the gap's interval does not carry this error, and its bound nearest 0 lies within the "
+                         "chords' error range, so the reading is not separated from the interpolation.")
             else:
                 line += "."
         out.append(line)
