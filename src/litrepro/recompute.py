@@ -783,6 +783,29 @@ def _recorded_file(root: Path, data: Mapping[str, Any]) -> Path | None:
     return None
 
 
+BENCHMARKS = "rendered/benchmarks.json"
+
+
+def _check_benchmarks(d: Mapping[str, Any], L: _Ledger) -> None:
+    """The reproduction benchmark's medians from its runs, and its ratios from the medians (letters a-d name the
+    runs: ``ratio_b_over_a`` is median b / median a)."""
+    r = d.get("reproduction")
+    if not isinstance(r, dict):
+        return
+    med, runs = r["median_s"], r["all_s"]
+    keys = {k.split("_", 1)[0]: k for k in med}                         # "a" -> "a_warm_run"
+    for k, xs in runs.items():
+        with L.section(f"reproduction.median_s.{k}"):
+            ys = sorted(xs)
+            n = len(ys)
+            L.num(f"reproduction.median_s.{k}", med[k], ys[n // 2] if n % 2 else (ys[n // 2 - 1] + ys[n // 2]) / 2)
+    for name, got in r.items():
+        m = re.fullmatch(r"ratio_([a-z])_over_([a-z])", name)
+        if m:
+            with L.section(f"reproduction.{name}"):
+                L.num(f"reproduction.{name}", got, med[keys[m.group(1)]] / med[keys[m.group(2)]])
+
+
 def _ledgers(root: Path) -> list[_Ledger]:
     from litrepro import (recompute_calibration, recompute_contextual, recompute_d3rlpy, recompute_rlbp,
                           recompute_transfer, recompute_waypoint)
@@ -797,7 +820,7 @@ def _ledgers(root: Path) -> list[_Ledger]:
     plan = [(DIAGNOSIS, _check_diagnosis), (TD_CALIBRATION, None), (DOSE_RESPONSE, _check_dose_response),
             (BACKUP_STUDY, _check_backup_study), *recompute_contextual.plan(load),
             *recompute_waypoint.plan(load), *recompute_d3rlpy.plan(load), *recompute_rlbp.plan(load),
-            *recompute_transfer.plan(load), *recompute_calibration.plan(load)]
+            *recompute_transfer.plan(load), *recompute_calibration.plan(load), (BENCHMARKS, _check_benchmarks)]
     for file, fn in plan:
         path = Path(root) / file
         if not path.is_file():
