@@ -613,3 +613,32 @@ def test_a_study_record_that_failed_but_shows_held_fails_the_readback(built, tmp
     problems = reader.check(markdown, registry, arm_maps, root=tmp_path)
     assert any(f"trust: {name}, studies:" in p for p in problems), problems
     assert any("did not hold somewhere" in p for p in problems), problems
+
+
+def _patched(module, name, old, new):
+    """``module.name`` rebuilt from its source with one edit (an audit's patch, applied as the auditor applied it)."""
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(getattr(module, name)))
+    assert source.count(old) == 1, (name, old)
+    namespace = dict(vars(module))
+    exec(compile(source.replace(old, new), f"<patched {name}>", "exec"), namespace)
+    return namespace[name]
+
+
+@pytest.mark.parametrize("name, old, new, words", [
+    # the seventh unseen audit's P14: per-seed study rows tallied under the unit 'seed'
+    ("study_tallies", '_add(tallies, name, study, "seed x condition", 1, int(value is True))',
+     '_add(tallies, name, study, "seed", 1, int(value is True))', "studies:"),
+    # its P15: the mark of a seed value that the seed file records with a note swapped with one that has none
+    ("seeds_cell", 'return (text + (f" ({row.note})" if row.note else ""), "neutral" if row.note else "bad")',
+     'return (text + (f" ({row.note})" if row.note else ""), "bad" if row.note else "neutral")', "marked 'bad'"),
+])
+def test_a_trust_page_from_a_faulty_writer_fails_the_readback(built, monkeypatch, name, old, new, words):
+    reader, markdown, registry, arm_maps = _trust_inputs(built)
+    monkeypatch.setattr(trust, name, _patched(trust, name, old, new))
+    rows, others = trust.build_rows(registry)
+    page = trust.report_markdown(rows, others, collected_with="pytest tests --collect-only --guards-registry PATH")
+    problems = reader.check(page, registry, arm_maps)
+    assert any(words in p for p in problems), problems

@@ -168,9 +168,14 @@ def test_the_reading_against_the_state_dependent_oracle_needs_the_bounds_apart(t
     contextual = {"summary": {"comparisons": {"campaign_table_minus_best_constant": {
         "mean_difference": 0.043, "ci95_low": 0.0409, "ci95_high": 0.045}}}}
     text = budget.findings(data, contextual)[-1]
-    assert text.startswith("So in this market") and "at most +0.0046" in text and "the +0.040 that" in text
+    assert text.startswith("In this market") and "at most +0.0046" in text and "at least +0.040:" in text
+    assert "do not overlap" in text and "not computed" in text        # two unpaired intervals: no direction word
     contextual["summary"]["comparisons"]["campaign_table_minus_best_constant"]["ci95_low"] = 0.004
-    assert not budget.findings(data, contextual)[-1].startswith("So in this market")
+    assert not budget.findings(data, contextual)[-1].startswith("In this market")
+    pairing = {"rows": [{"arm": "max_min_60", "against": "campaign_table", "part": "value", "n": 3,
+                         "mean_difference": -0.043, "ci95_low": -0.048, "ci95_high": -0.038}]}
+    paired = budget.findings(data, contextual, pairing)[-1]           # with the paired difference: its words
+    assert paired.startswith("In this market") and "it has lower true value than the table policy: -0.043" in paired
     contextual["summary"]["state_gain"] = {"campaign_table/within_campaign_gain": {
         "mean_difference": 0.019, "ci95_low": 0.018, "ci95_high": 0.021}}
     within = budget.findings(data, contextual)[-1]

@@ -279,3 +279,29 @@ def test_a6_p26_a_cause_verdict_against_the_wrong_baseline_fails(monkeypatch):
     monkeypatch.setattr(diagnosis, "cause_verdict", verdict)
     problems = rf.check_cause_verdicts(_block("rlbp-diagnosis"), "t")
     assert any("does not settle it" in p for p in problems), problems
+
+
+# --- the seventh unseen audit's prose misses (benchmarks/fault_audits/unseen_7.md), each applied and named --------
+
+@pytest.mark.parametrize("old, new", [
+    ('extra.append(f"d_z {dz:+.2g}")', 'extra.append(f"d_z {sds:+.2g}")'),                          # P13
+    ('extra.append(f"{sds:+.2g} between-seed SDs")', 'extra.append(f"{sds:+.1g} between-seed SDs")'),  # P18
+])
+def test_a7_p13_p18_a_transfer_effect_size_from_the_wrong_field_or_one_digit_short_fails(monkeypatch, old, new):
+    from litrepro.waypoint import transfer_study
+
+    effects = rf.effect_rows(ROOT)
+    assert rf.check_effect_sizes(_block("opd-transfer"), "t", effects) == []
+    monkeypatch.setattr(transfer_study, "_reads", _patched(transfer_study, "_reads", old, new))
+    problems = rf.check_effect_sizes(_block("opd-transfer"), "t", effects)
+    assert any("between-seed SDs" in p for p in problems), problems
+
+
+def test_a7_p19_the_dose_range_ending_at_the_second_largest_level_fails(monkeypatch):
+    from litrepro.waypoint import dose_response
+
+    assert rf.check_dose_range(_block("opd-dose-response"), "t", ROOT) == []
+    monkeypatch.setattr(dose_response, "_range_words",
+                        _patched(dose_response, "_range_words", 'f"{v[0]:.2g} to {v[-1]:.2g}"', 'f"{v[0]:.2g} to {v[-2]:.2g}"'))
+    problems = rf.check_dose_range(_block("opd-dose-response"), "t", ROOT)
+    assert any("level means run from" in p for p in problems), problems

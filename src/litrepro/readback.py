@@ -535,6 +535,7 @@ def check(root: Path = ROOT) -> list[str]:
     pool = intervals(root)
     groups = tally_groups(root)
     figures = readback_fields.value_rows(root)
+    effects = readback_fields.effect_rows(root)
     pages = ([root / "README.md"] if os.path.isfile(root / "README.md") else []) + sorted((root / "docs").rglob("*.md"))
     problems = []
     for page in pages:
@@ -546,12 +547,12 @@ def check(root: Path = ROOT) -> list[str]:
             problems += check_check_counts(inner, f"{rel}: block {name!r}", root)
             problems += check_ratio_words(inner, f"{rel}: block {name!r}")
             problems += check_critic_steps(inner, f"{rel}: block {name!r}", root)
-            problems += readback_fields.check(inner, f"{rel}: block {name!r}", root, figures, pool)
+            problems += readback_fields.check(inner, f"{rel}: block {name!r}", root, figures, pool, effects)
     for path in sorted((root / "rendered").rglob("*.ipynb")):
         rel = path.relative_to(root).as_posix()
         for cell, text in printed_outputs(path):
             problems += check_text(text, f"{rel} cell {cell} (output)", pool)
             problems += check_sentence_tallies(text, f"{rel} cell {cell} (output)", groups)
             problems += check_ratio_words(text, f"{rel} cell {cell} (output)")
-            problems += readback_fields.check(text, f"{rel} cell {cell} (output)", root, figures, pool)
+            problems += readback_fields.check(text, f"{rel} cell {cell} (output)", root, figures, pool, effects)
     return problems

@@ -53,7 +53,7 @@ import os
 import re
 import statistics
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 NUM = r"[+\-−]?\d+(?:\.\d+)?(?:[eE][+\-−]?\d+)?"
 _PARTS = re.compile(r"([+-]?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?")
@@ -344,9 +344,9 @@ def check_holm_largest(text: str, where: str, root: Path) -> list[str]:
                     f"word '{m.group('word')}', the row's is '{word}'" if m.group("word") != word else "",
                     f"Holm [{m.group('lo')}, {m.group('hi')}] is not the row's [{big['holm_low']:.3g}, {big['holm_high']:.3g}] "
                     "rounded outward" if not holds(m.group("lo"), m.group("hi"), big["holm_low"], big["holm_high"]) else "",
-                    f"d_z {m.group('dz')}, the row's is {big['effect_size_dz']:.3g}" if not agrees(m.group("dz"), big["effect_size_dz"]) else "",
-                    f"{m.group('sds')} comparator SDs, the row's is {big['in_comparator_sds']:.3g}"
-                    if not agrees(m.group("sds"), big["in_comparator_sds"]) else "",
+                    f"d_z {m.group('dz')}, the row's is {big['effect_size_dz']:+.2g}" if not two_digits(m.group("dz"), big["effect_size_dz"]) else "",
+                    f"{m.group('sds')} comparator SDs, the row's is {big['in_comparator_sds']:+.2g}"
+                    if not two_digits(m.group("sds"), big["in_comparator_sds"]) else "",
                     f"{m.group('k')} of {m.group('n')}, the JSON has {len(kept)} of {len(sub)}"
                     if (int(m.group("k")), int(m.group("n"))) != (len(kept), len(sub)) else ""]
         out += [f"{where}: {m.group('comp')}, {m.group('metric')}: {p}" for p in problems if p]
@@ -498,22 +498,6 @@ def check_labelled_sentences(text: str, where: str, rows: list[tuple[frozenset[s
             if not any(agrees(shown, x, scale) for i in named for x in rows[i][1]):
                 out.append(f"{where}: '{m.group(0)}': {n.group(0)} is no figure of a row labelled {label}")
     return out
-
-
-def check(text: str, where: str, root: Path, rows: list[tuple[frozenset[str], list[float]]] | None = None,
-          pool: list[tuple] | None = None) -> list[str]:
-    """Every field-aware reading of one text (a generated block or a notebook's printed output); ``rows`` is
-    :func:`value_rows` of ``root``, computed once by a caller that reads many texts, and ``pool`` the JSON's
-    intervals (``readback.intervals``), for the columns of :data:`COLUMN_KEYS`."""
-    rows = value_rows(root) if rows is None else rows
-    return (check_recorded_table(text, where, root) + check_z_columns(text, where) + check_lambda_table(text, where, root)
-            + check_seed_means(text, where, root) + check_holm_largest(text, where, root)
-            + check_opd_calibration(text, where, root) + check_labelled_figures(text, where, rows)
-            + check_labelled_sentences(text, where, rows) + check_bound_precision(text, where)
-            + check_frontier_words(text, where) + check_against_reference(text, where)
-            + check_pass_rate_sentence(text, where, root) + check_spread_sentence(text, where, root)
-            + check_holm_counts(text, where, root) + check_cause_verdicts(text, where)
-            + (check_interval_columns(text, where, pool) if pool is not None else []))
 
 
 def check_bound_precision(text: str, where: str) -> list[str]:
@@ -689,3 +673,87 @@ def check_cause_verdicts(text: str, where: str) -> list[str]:
         if said != want:
             out.append(f"{where}: 'Changing {rest[:60]}…' says '{CAUSE_WORDS[said]}', its arms' intervals give '{CAUSE_WORDS[want]}'")
     return out
+
+
+def effect_rows(root: Path) -> list[Mapping[str, Any]]:
+    """Every JSON object under ``rendered/`` with a 95% interval and its standardised effects (``effect_size_dz``,
+    ``in_comparator_sds``)."""
+    out: list[Mapping[str, Any]] = []
+
+    def walk(obj: Any) -> None:
+        if isinstance(obj, dict):
+            if {"ci95_low", "ci95_high", "effect_size_dz", "in_comparator_sds"} <= set(obj):
+                out.append(obj)
+            for v in obj.values():
+                walk(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                walk(v)
+
+    for path in sorted((root / "rendered").rglob("*.json")):
+        try:
+            walk(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def two_digits(shown: str, x: float | None) -> bool:
+    """``shown`` is ``x`` at two significant digits, signed, as the findings print a standardised effect."""
+    return x is not None and shown.replace("−", "-") == f"{x:+.2g}"
+
+
+_EFFECT = re.compile(rf"\[(?P<lo>{NUM}), (?P<hi>{NUM})\] \(d_z (?P<dz>{NUM}); (?P<sds>{NUM}) between-seed SDs"
+                     rf"(?:; Holm: (?P<hword>[a-z ]+) \[(?P<hlo>{NUM}), (?P<hhi>{NUM})\])?\)")
+
+
+def check_effect_sizes(text: str, where: str, rows: list[Mapping[str, Any]]) -> list[str]:
+    """"[lo, hi] (d_z D; S between-seed SDs; Holm: ...)": D and S are the d_z and comparator SDs, at two significant
+    digits, of a JSON row whose 95% interval (and Holm interval) the printed bounds hold."""
+    out = []
+    for m in _EFFECT.finditer(text):
+        cands = [r for r in rows if holds(m.group("lo"), m.group("hi"), r["ci95_low"], r["ci95_high"])
+                 and (m.group("hlo") is None or ("holm_low" in r
+                                                 and holds(m.group("hlo"), m.group("hhi"), r["holm_low"], r["holm_high"])))]
+        if not cands:
+            out.append(f"{where}: '{m.group(0)[:70]}…' is no interval with effect sizes in the JSON")
+        elif not any(two_digits(m.group("dz"), r["effect_size_dz"]) and two_digits(m.group("sds"), r["in_comparator_sds"])
+                     for r in cands):
+            r = cands[0]
+            out.append(f"{where}: '{m.group(0)[:70]}…': its row has d_z {r['effect_size_dz']:+.2g} and "
+                       f"{r['in_comparator_sds']:+.2g} between-seed SDs")
+    return out
+
+
+_DOSE_RANGE = re.compile(rf"moved P\(even first byte\) by (?P<lo>{NUM}) to (?P<hi>{NUM}) on average")
+
+
+def check_dose_range(text: str, where: str, root: Path) -> list[str]:
+    """"moved P(even first byte) by a to b on average": the smallest and largest level means of the dose-response
+    study's teacher movement (``level_means[*].delta_p_even``)."""
+    out = []
+    for m in _DOSE_RANGE.finditer(text):
+        data = json.loads((root / "rendered/waypoint_opd/dose_response.json").read_text(encoding="utf-8"))
+        means = data["level_means"]
+        vals = sorted(float(v["delta_p_even"]) for v in (means.values() if isinstance(means, dict) else means))
+        if not (agrees(m.group("lo"), vals[0]) and agrees(m.group("hi"), vals[-1])):
+            out.append(f"{where}: '{m.group(0)}' but the level means run from {vals[0]:.3g} to {vals[-1]:.3g}")
+    return out
+
+
+def check(text: str, where: str, root: Path, rows: list[tuple[frozenset[str], list[float]]] | None = None,
+          pool: list[tuple] | None = None, effects: list[Mapping[str, Any]] | None = None) -> list[str]:
+    """Every field-aware reading of one text (a generated block or a notebook's printed output). ``rows``
+    (:func:`value_rows`) and ``effects`` (:func:`effect_rows`) of ``root`` are computed once by a caller that
+    reads many texts; ``pool`` is the JSON's intervals (``readback.intervals``), for :data:`COLUMN_KEYS`."""
+    rows = value_rows(root) if rows is None else rows
+    effects = effect_rows(root) if effects is None else effects
+    return (check_recorded_table(text, where, root) + check_z_columns(text, where) + check_lambda_table(text, where, root)
+            + check_seed_means(text, where, root) + check_holm_largest(text, where, root)
+            + check_opd_calibration(text, where, root) + check_labelled_figures(text, where, rows)
+            + check_labelled_sentences(text, where, rows) + check_bound_precision(text, where)
+            + check_frontier_words(text, where) + check_against_reference(text, where)
+            + check_pass_rate_sentence(text, where, root) + check_spread_sentence(text, where, root)
+            + check_holm_counts(text, where, root) + check_cause_verdicts(text, where)
+            + check_effect_sizes(text, where, effects) + check_dose_range(text, where, root)
+            + (check_interval_columns(text, where, pool) if pool is not None else []))

@@ -7,6 +7,7 @@ files with loops of its own:
 - *rendered seeds*: the check's value in every ``rendered/<method>/seed-<N>.json`` field whose key ends in
   ``checks``; "true on 42, 43, 44" must be every seed that records it, each ``true``; "V on ..." (a value the
   seed file records, with its note) must be that value on each; "42: true; 43: false" must be each seed's own;
+  and the cell's mark is "ok" when every seed holds, "neutral" for one noted value (or none recorded), else "bad";
 - *studies*: "study: k of n (unit)" per study JSON, recounted from its ``per_seed[*].checks``, its
   ``per_seed[*].arm_checks`` (an arm's boolean counted under the check the registry's ``ARM_CHECKS`` names) and
   its ``check_pass_rates`` times ``n_seeds``; the cell is marked held ("ok") only when k = n everywhere;
@@ -198,6 +199,12 @@ def check(markdown: str, fault_registry: dict[str, list[str]], arm_maps: dict[st
                 problems.append(f"trust: {name}, fault tests: '{cells[6]['text'][:60]}', but no test guards it")
             note = cells[4]["text"].endswith(")") and "(" in cells[4]["text"]
             seeds_bad = bool(values) and not all(v is True for v in values.values()) and not note
+            want_cls = ("neutral" if not values else "ok" if all(v is True for v in values.values())
+                        else "neutral" if note and len({json.dumps(v) for v in values.values()}) == 1 else "bad")
+            if cells[4]["cls"] != want_cls:                   # the colour a reader sees: held, noted, or failed
+                problems.append(f"trust: {name}, rendered seeds: marked '{cells[4]['cls']}', but its values "
+                                f"{sorted(set(map(_word, values.values())))}{' with a note' if note else ''} "
+                                f"make it '{want_cls}'")
             not_held += seeds_bad or any(h != n for h, n in counts.values())
     claimed = {cells[0]["key"] for rows in tables.values() for cells in rows if cells}
     claimed |= {a for arm_map in arm_maps.values() for a, aggregate in arm_map.items() if aggregate in claimed}
