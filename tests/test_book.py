@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import browser
+from patching import patched
 from litrepro import book, trust
 from litrepro.paths import RENDERED, ROOT
 
@@ -615,18 +616,6 @@ def test_a_study_record_that_failed_but_shows_held_fails_the_readback(built, tmp
     assert any("did not hold somewhere" in p for p in problems), problems
 
 
-def _patched(module, name, old, new):
-    """``module.name`` rebuilt from its source with one edit (an audit's patch, applied as the auditor applied it)."""
-    import inspect
-    import textwrap
-
-    source = textwrap.dedent(inspect.getsource(getattr(module, name)))
-    assert source.count(old) == 1, (name, old)
-    namespace = dict(vars(module))
-    exec(compile(source.replace(old, new), f"<patched {name}>", "exec"), namespace)
-    return namespace[name]
-
-
 @pytest.mark.parametrize("name, old, new, words", [
     # the seventh unseen audit's P14: per-seed study rows tallied under the unit 'seed'
     ("study_tallies", '_add(tallies, name, study, "seed x condition", 1, int(value is True))',
@@ -637,7 +626,7 @@ def _patched(module, name, old, new):
 ])
 def test_a_trust_page_from_a_faulty_writer_fails_the_readback(built, monkeypatch, name, old, new, words):
     reader, markdown, registry, arm_maps = _trust_inputs(built)
-    monkeypatch.setattr(trust, name, _patched(trust, name, old, new))
+    monkeypatch.setattr(trust, name, patched(trust, name, old, new))
     rows, others = trust.build_rows(registry)
     page = trust.report_markdown(rows, others, collected_with="pytest tests --collect-only --guards-registry PATH")
     problems = reader.check(page, registry, arm_maps)

@@ -13,6 +13,7 @@ import re
 import pytest
 
 from litrepro import claims, prose, readback, readback_fields as rf
+from patching import patched
 from litrepro.paths import ROOT
 
 
@@ -31,19 +32,6 @@ def _loading(monkeypatch, rel: str, change) -> None:
             change(data)
         return data
     monkeypatch.setattr(claims, "load", load)
-
-
-def _patched(module, name: str, old: str, new: str):
-    """``module.name`` rebuilt from its own source with the one edit ``old`` -> ``new`` (an audit's patch, applied
-    as the auditor applied it), in the module's namespace."""
-    import inspect
-    import textwrap
-
-    source = textwrap.dedent(inspect.getsource(getattr(module, name)))
-    assert source.count(old) == 1, (name, old)
-    namespace = dict(vars(module))
-    exec(compile(source.replace(old, new), f"<patched {module.__name__}.{name}>", "exec"), namespace)
-    return namespace[name]
 
 
 FIELD_BLOCKS = ("rlbp-recorded", "opd-recorded", "rlbp-td-calibration", "rlbp-lambda", "rlbp-market",
@@ -73,7 +61,7 @@ def test_a_number_agrees_at_its_printed_precision(shown, x, ok):
 
 
 def test_p04_a_mean_sd_one_digit_short_fails(monkeypatch):
-    short = _patched(prose, "mean_sd", "decimals = max(0, 1 - math.floor(math.log10(sd)))",
+    short = patched(prose, "mean_sd", "decimals = max(0, 1 - math.floor(math.log10(sd)))",
                      "decimals = max(0, -math.floor(math.log10(sd)))")              # the SD at one significant digit
     monkeypatch.setattr(prose, "mean_sd", short)
     problems = rf.check(_block("rlbp-recorded"), "t", ROOT)
@@ -211,7 +199,7 @@ def test_a_seed_scale_z_off_its_figure_fails():
 def test_a6_p02_bounds_without_their_trailing_zeros_fail(monkeypatch):
     from litrepro import stats
 
-    fmt_ci = _patched(stats, "fmt_ci", 'f"{x:+#.{sig}g}"', 'f"{x:+.{sig}g}"')     # the '#' flag dropped
+    fmt_ci = patched(stats, "fmt_ci", 'f"{x:+#.{sig}g}"', 'f"{x:+.{sig}g}"')     # the '#' flag dropped
     assert rf.check_bound_precision(_block("rlbp-budget"), "t") == []
     monkeypatch.setattr(stats, "fmt_ci", fmt_ci)
     problems = rf.check_bound_precision(_block("rlbp-budget"), "t")
@@ -221,7 +209,7 @@ def test_a6_p02_bounds_without_their_trailing_zeros_fail(monkeypatch):
 def test_a6_p17_beyond_the_frontier_beside_an_interval_spanning_0_fails(monkeypatch):
     from litrepro.waypoint import transfer_study
 
-    words = _patched(transfer_study, "frontier_words", 'if gap["ci95_high"] < 0:', 'if gap["ci95_low"] < 0:')
+    words = patched(transfer_study, "frontier_words", 'if gap["ci95_high"] < 0:', 'if gap["ci95_low"] < 0:')
     assert rf.check_frontier_words(_block("opd-transfer"), "t") == []
     monkeypatch.setattr(transfer_study, "frontier_words", words)
     problems = rf.check_frontier_words(_block("opd-transfer"), "t")
@@ -229,7 +217,7 @@ def test_a6_p17_beyond_the_frontier_beside_an_interval_spanning_0_fails(monkeypa
 
 
 def test_a6_p20_a_pass_rate_threshold_that_hides_a_failed_check_fails(monkeypatch):
-    pass_rates = _patched(claims, "_pass_rates", "if r < 1.0]", "if r < 0.5]")
+    pass_rates = patched(claims, "_pass_rates", "if r < 1.0]", "if r < 0.5]")
     assert rf.check_pass_rate_sentence(_block("headline-rlbp-study"), "t", ROOT) == []
     monkeypatch.setattr(claims, "_pass_rates", pass_rates)
     problems = rf.check_pass_rate_sentence(_block("headline-rlbp-study"), "t", ROOT)
@@ -273,7 +261,7 @@ def test_a6_p25_the_holm_count_from_the_raw_verdicts_fails(monkeypatch):
 def test_a6_p26_a_cause_verdict_against_the_wrong_baseline_fails(monkeypatch):
     from litrepro.rlbp import diagnosis
 
-    verdict = _patched(diagnosis, "cause_verdict", 'above_base = [f for f in fixes if f["minus_max_min"]["ci95_low"] > 0]',
+    verdict = patched(diagnosis, "cause_verdict", 'above_base = [f for f in fixes if f["minus_max_min"]["ci95_low"] > 0]',
                        'above_base = [f for f in fixes if f["minus_fixed_gain"]["ci95_low"] > 0]')
     assert rf.check_cause_verdicts(_block("rlbp-diagnosis"), "t") == []
     monkeypatch.setattr(diagnosis, "cause_verdict", verdict)
@@ -292,7 +280,7 @@ def test_a7_p13_p18_a_transfer_effect_size_from_the_wrong_field_or_one_digit_sho
 
     effects = rf.effect_rows(ROOT)
     assert rf.check_effect_sizes(_block("opd-transfer"), "t", effects) == []
-    monkeypatch.setattr(transfer_study, "_reads", _patched(transfer_study, "_reads", old, new))
+    monkeypatch.setattr(transfer_study, "_reads", patched(transfer_study, "_reads", old, new))
     problems = rf.check_effect_sizes(_block("opd-transfer"), "t", effects)
     assert any("between-seed SDs" in p for p in problems), problems
 
@@ -302,6 +290,6 @@ def test_a7_p19_the_dose_range_ending_at_the_second_largest_level_fails(monkeypa
 
     assert rf.check_dose_range(_block("opd-dose-response"), "t", ROOT) == []
     monkeypatch.setattr(dose_response, "_range_words",
-                        _patched(dose_response, "_range_words", 'f"{v[0]:.2g} to {v[-1]:.2g}"', 'f"{v[0]:.2g} to {v[-2]:.2g}"'))
+                        patched(dose_response, "_range_words", 'f"{v[0]:.2g} to {v[-1]:.2g}"', 'f"{v[0]:.2g} to {v[-2]:.2g}"'))
     problems = rf.check_dose_range(_block("opd-dose-response"), "t", ROOT)
     assert any("level means run from" in p for p in problems), problems
