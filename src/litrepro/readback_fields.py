@@ -531,13 +531,9 @@ def check_interval_columns(text: str, where: str, pool: list[tuple]) -> list[str
                 if frag is None or m is None:
                     continue
                 scale = 0.01 if m.group("pct") else 1.0
-                if not any(frag in p[3] and _holds_scaled(m.group("lo"), m.group("hi"), p[0], p[1], scale) for p in pool):
+                if not any(frag in p[3] and holds(m.group("lo"), m.group("hi"), p[0] / scale, p[1] / scale) for p in pool):
                     out.append(f"{where}: row {row[0]}, column '{col}': {m.group(0)} is no interval of a `{frag}` field")
     return out
-
-
-def _holds_scaled(lo_text: str, hi_text: str, low: float, high: float, scale: float) -> bool:
-    return holds(lo_text, hi_text, low / scale, high / scale)
 
 
 _FRONTIER = re.compile(rf"is (?P<words>beyond the best final-only learning rate|within it \(behind the frontier\)|not "
