@@ -1,6 +1,7 @@
 """``make waypoint-transfer``: the transfer study (``litrepro.waypoint.transfer_study``).
 
     python studies/waypoint_transfer.py [--seeds 42-57] [--jobs 2] [--updates 240] [--batch 64] [--lr 0.5]
+    python studies/waypoint_transfer.py --resummarise    # summary code changed only: re-derive it from per_seed
 
 Prints the expected cost first (from the per-seed time of the last committed run, else an
 estimate), then writes ``rendered/waypoint_opd/transfer_study.json`` and ``transfer_study.png``.
@@ -54,6 +55,19 @@ def expected_cost(n_seeds: int, jobs: int) -> str:
             f"({source}), so about {per_seed * n_seeds / max(jobs, 1) / 60:.0f} min on {jobs} process(es)")
 
 
+def _resummarise() -> int:
+    """``--resummarise``: the committed JSON's summary re-derived from its own rows (seconds, no simulation)."""
+    try:
+        data = transfer_study.resummarise(transfer_study.load())
+    except transfer_study.StudyRefused as err:
+        print(f"{err}; nothing written", file=sys.stderr)
+        return 1
+    atomic.write_text(transfer_study.PATH, atomic.dumps_json(data))
+    plotting.save_png(transfer_study.plot(data), transfer_study.PLOT)
+    print(f"re-summarised {transfer_study.PATH} and {transfer_study.PLOT.name} from its per-seed rows", file=sys.stderr)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     defaults = transfer.TransferConfig()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -64,7 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=defaults.batch)
     parser.add_argument("--lr", type=float, default=defaults.lr)
     parser.add_argument("--dry-run", action="store_true", help="print the expected cost and stop")
+    parser.add_argument("--resummarise", action="store_true",
+                        help="re-derive the summary from the committed per-seed rows (refused when the per-seed code changed)")
     args = parser.parse_args(argv)
+    if args.resummarise:
+        return _resummarise()
     first, last = (int(x) for x in args.seeds.split("-"))
     seeds = list(range(first, last + 1))
     cfg = dataclasses.replace(defaults, updates=args.updates, eval_every=args.eval_every, batch=args.batch, lr=args.lr)

@@ -209,11 +209,37 @@ def test_a6_p02_bounds_without_their_trailing_zeros_fail(monkeypatch):
 def test_a6_p17_beyond_the_frontier_beside_an_interval_spanning_0_fails(monkeypatch):
     from litrepro.waypoint import transfer_study
 
-    words = patched(transfer_study, "frontier_words", 'if gap["ci95_high"] < 0:', 'if gap["ci95_low"] < 0:')
-    assert rf.check_frontier_words(_block("opd-transfer"), "t") == []
+    words = patched(transfer_study, "frontier_words", 'if row["holm_high"] < 0:', 'if row["holm_low"] < 0:')
+    assert rf.check_frontier_words(_block("opd-transfer"), "t", ROOT) == []
     monkeypatch.setattr(transfer_study, "frontier_words", words)
-    problems = rf.check_frontier_words(_block("opd-transfer"), "t")
+    problems = rf.check_frontier_words(_block("opd-transfer"), "t", ROOT)
     assert any("'beyond the best final-only learning rate'" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("old, new, words", [
+    # the words judged from the raw interval, not the Holm one (the fourth claims review's multiplicity item)
+    ('if row["holm_high"] < 0:', 'if row["nll_gap_to_frontier"]["ci95_high"] < 0:', "'beyond the best final-only"),
+])
+def test_frontier_words_from_the_raw_interval_fail(monkeypatch, old, new, words):
+    from litrepro.waypoint import transfer_study
+
+    monkeypatch.setattr(transfer_study, "frontier_words", patched(transfer_study, "frontier_words", old, new))
+    problems = rf.check_frontier_words(_block("opd-transfer"), "t", ROOT)
+    assert any(words in p for p in problems), problems
+
+
+@pytest.mark.parametrize("old, new, words", [
+    ("fmt_ci(row['holm_low'], row['holm_high'])", "fmt_ci(gap['ci95_low'], gap['ci95_high'])", "no row's pair"),
+    ("{len(data['frontier'])} arms placed", "{len(data['differences'])} arms placed", "a Holm family of"),
+    ('side = ("lower" if gap["ci95_high"] < 0', 'side = ("higher" if gap["ci95_high"] < 0', "beside the raw gap"),
+])
+def test_a_frontier_sentence_from_the_wrong_field_fails(monkeypatch, old, new, words):
+    from litrepro.waypoint import transfer_study
+
+    monkeypatch.setattr(transfer_study, "findings", patched(transfer_study, "findings", old, new))
+    text = "\n".join(transfer_study.findings(transfer_study.load()))
+    problems = rf.check_frontier_words(text, "t", ROOT)
+    assert any(words in p for p in problems), problems
 
 
 def test_a6_p20_a_pass_rate_threshold_that_hides_a_failed_check_fails(monkeypatch):

@@ -68,6 +68,17 @@ def test_a_multiplier_linear_in_m_is_caught(data):
     assert names(rt.check_transfer(data), f"frontier[{f['arm']}].equivalent_lr_multiplier.mean")
 
 
+@pytest.mark.parametrize("field, fault", [
+    ("holm_high", lambda f: f["nll_gap_to_frontier"]["ci95_high"]),      # the unadjusted bound in the Holm field
+    ("p_holm", lambda f: f["p_raw"]),                                     # no adjustment at all
+    ("holm_reads", lambda f: "lower"),                                    # the words of the unadjusted interval
+])
+def test_a_frontier_row_without_its_holm_adjustment_is_caught(data, field, fault):
+    f = next(f for f in data["frontier"] if f["arm"] == "binned_shuffle")   # unadjusted below 0, Holm spans 0
+    f[field] = fault(f)
+    assert names(rt.check_transfer(data), f"frontier[binned_shuffle].{field}")
+
+
 def test_a_refused_arm_given_an_interval_is_caught(data):
     arm = next(iter(data["frontier_refused"]))
     data["frontier"].append({**copy.deepcopy(data["frontier"][0]), "arm": arm})

@@ -275,12 +275,15 @@ def test_findings_words_follow_the_intervals(clean):
     lines = transfer_study.findings(data)
     assert "Primary endpoint" in lines[1] and "less than 50%" in lines[1]
     assert all(isinstance(x, str) and x for x in lines)
-    fake = {"nll_gap_to_frontier": {"ci95_low": -0.2, "ci95_high": -0.1}}
+    # the words follow the Holm interval over the frontier's arms, not the unadjusted one
+    fake = {"nll_gap_to_frontier": {"ci95_low": -0.2, "ci95_high": -0.1}, "holm_low": -0.2, "holm_high": -0.1}
     assert transfer_study.frontier_words(fake) == "beyond the best final-only learning rate"
-    fake["nll_gap_to_frontier"] = {"ci95_low": -0.2, "ci95_high": 0.1}
+    fake.update(holm_low=-0.25, holm_high=0.05)                       # unadjusted below 0, Holm spans 0
     assert transfer_study.frontier_words(fake).startswith("not distinguishable from it")   # spans 0: no claim either way
-    fake["nll_gap_to_frontier"] = {"ci95_low": 0.1, "ci95_high": 0.2}
+    fake.update(holm_low=0.1, holm_high=0.2)
     assert transfer_study.frontier_words(fake) == "within it (behind the frontier)"
+    assert all(f["holm_low"] <= f["nll_gap_to_frontier"]["ci95_low"] and
+               f["holm_high"] >= f["nll_gap_to_frontier"]["ci95_high"] for f in data["frontier"])   # Holm is wider
     row = {"ci95_low": 0.1, "ci95_high": 0.3, "effect_size_dz": 1.5, "in_comparator_sds": 0.4}
     assert transfer_study._reads(row).startswith("higher by [+0.10, +0.30] (d_z +1.5")
 
@@ -304,13 +307,28 @@ def test_transfer_study_is_complete_and_every_number_recomputes(data):
     assert data["config"] == dataclasses.asdict(transfer.TransferConfig())
     assert set(data["per_arm"]) == set(transfer.ARMS) and len(data["lr_multipliers"]) >= 5
     assert not [r for r in data["per_seed"] if transfer_study.failed_checks(r)]
-    summary = transfer_study.summarise(data["per_seed"])              # refuses on a failed check or a mismatch
-    key = lambda d: (d["comparison"], d["metric"])                     # noqa: E731  (the JSON sorts the arms' keys)
-    again = json.loads(json.dumps(summary))
-    assert sorted(again.pop("differences"), key=key) == sorted(data["differences"], key=key)
-    by_arm = lambda d: d["arm"]                                         # noqa: E731  (arm order follows the row dicts)
-    assert sorted(again.pop("frontier"), key=by_arm) == sorted(data["frontier"], key=by_arm)
-    assert again == {k: data[k] for k in again}
+    # the whole file, rows in their committed order, is its own per-seed rows re-summarised (refuses on a mismatch)
+    assert json.loads(json.dumps(transfer_study.resummarise(data))) == data
+
+
+def test_resummarise_refuses_when_the_per_seed_code_changed(data, monkeypatch):
+    hashes = transfer_study.source_hashes()
+    moved = {**hashes, "transfer_study per-seed functions": "0" * 64}
+    monkeypatch.setattr(transfer_study, "source_hashes", lambda: moved)
+    with pytest.raises(transfer_study.StudyRefused, match="per-seed functions"):
+        transfer_study.resummarise(data)
+    moved = {**hashes, transfer_study.SUMMARY_HASH: "0" * 64}         # summary code only: re-derived, not refused
+    assert transfer_study.resummarise(data)["source_sha256"] == moved
+
+
+def test_shuffled_rows_summarise_in_declaration_order(data):
+    rows = [{**r, "arms": dict(reversed(list(r["arms"].items())))} for r in reversed(data["per_seed"])]
+    again = json.loads(json.dumps(transfer_study.summarise(rows)))
+    assert [f["arm"] for f in again["frontier"]] == [f["arm"] for f in data["frontier"]]
+    assert again["differences"] == data["differences"]
+
+
+def test_committed_study_holds_its_primary_endpoint(data):
     assert data["primary_endpoint"]["arm"] == "final_only" and data["primary_endpoint"]["metric"] == "tf_final"
 
 

@@ -36,7 +36,8 @@ study modules.
 - **Words and counts of the sixth unseen audit's misses** (``benchmarks/fault_audits/unseen_6.md``): every nonzero
   bound of an interval has two significant digits or more; an interval column whose header names a field
   (:data:`COLUMN_KEYS`: CPC overshoot, state-dependence gain, ...) holds that field's interval; "beyond / within /
-  not distinguishable from the frontier" follows the NLL gap's interval; "[lo, hi], below 0.9025" lies on the
+  not distinguishable from the frontier" follows the NLL gap's Holm interval, and both of the sentence's intervals are
+  one frontier row's; "[lo, hi], below 0.9025" lies on the
   side it says; the backup study's check sentence lists exactly the checks whose pass rate is below 1; the TD
   calibration's spread sentence prints the record's and the study's numbers of seeds; the effect study's Holm
   count is recounted; and each diagnosis verdict on a cause ("lifts the policy above max_min ...", "does not
@@ -538,19 +539,43 @@ def check_interval_columns(text: str, where: str, pool: list[tuple]) -> list[str
 
 _FRONTIER = re.compile(rf"is (?P<words>beyond the best final-only learning rate|within it \(behind the frontier\)|not "
                        rf"distinguishable from it)[^:]*: at the same transfer its NLL change minus the frontier's is "
-                       rf"\[(?P<lo>{NUM}), (?P<hi>{NUM})\]")
+                       rf"\[(?P<lo>{NUM}), (?P<hi>{NUM})\] Holm-adjusted over the (?P<m>\d+) arms placed on the frontier "
+                       rf"\(unadjusted \[(?P<rlo>{NUM}), (?P<rhi>{NUM})\], (?P<side>lower|higher|no detectable difference)\)")
+_FRONTIER_START = re.compile(r"at the same transfer its NLL change minus the frontier's is")
 
 
-def check_frontier_words(text: str, where: str) -> list[str]:
-    """"beyond the best final-only learning rate" needs the NLL gap's interval below 0, "within it" above 0, "not
-    distinguishable" spanning 0."""
-    out = []
+def check_frontier_words(text: str, where: str, root: Path) -> list[str]:
+    """The frontier sentence of the transfer study, read against ``transfer_study.json``'s ``frontier`` rows: the
+    first interval is one row's Holm interval (``holm_low``, ``holm_high``) and the raw one the same row's
+    ``nll_gap_to_frontier``; the family size is the number of rows; "beyond the best final-only learning rate"
+    needs the Holm interval below 0, "within it" above 0, "not distinguishable" spanning 0; and the raw side word
+    (lower / higher / no detectable difference) follows the raw interval. A sentence of that start which this
+    form does not parse is named too."""
+    out, parsed = [], 0
+    rows = None
     for m in _FRONTIER.finditer(text):
+        parsed += 1
+        if rows is None:
+            rows = json.loads((root / "rendered/waypoint_opd/transfer_study.json").read_text(encoding="utf-8"))["frontier"]
         lo, hi = reading(m.group("lo"))[0], reading(m.group("hi"))[0]
         want = ("beyond the best final-only learning rate" if hi < 0 else "within it (behind the frontier)" if lo > 0
                 else "not distinguishable from it")
         if m.group("words") != want:
             out.append(f"{where}: '{m.group('words')}' beside the gap [{m.group('lo')}, {m.group('hi')}], which reads '{want}'")
+        rlo, rhi = reading(m.group("rlo"))[0], reading(m.group("rhi"))[0]
+        side = "lower" if rhi < 0 else "higher" if rlo > 0 else "no detectable difference"
+        if m.group("side") != side:
+            out.append(f"{where}: '{m.group('side')}' beside the raw gap [{m.group('rlo')}, {m.group('rhi')}], which reads '{side}'")
+        if int(m.group("m")) != len(rows):
+            out.append(f"{where}: a Holm family of {m.group('m')} frontier arms, but the study places {len(rows)} on it")
+        if not any(holds(m.group("lo"), m.group("hi"), r["holm_low"], r["holm_high"])
+                   and holds(m.group("rlo"), m.group("rhi"), r["nll_gap_to_frontier"]["ci95_low"],
+                             r["nll_gap_to_frontier"]["ci95_high"]) for r in rows):
+            out.append(f"{where}: frontier gap Holm [{m.group('lo')}, {m.group('hi')}] with raw [{m.group('rlo')}, "
+                       f"{m.group('rhi')}] is no row's pair of intervals in transfer_study.json")
+    if len(_FRONTIER_START.findall(text)) != parsed:
+        out.append(f"{where}: a frontier sentence that the read-back cannot parse "
+                   f"({len(_FRONTIER_START.findall(text))} found, {parsed} parsed)")
     return out
 
 
@@ -748,7 +773,7 @@ def check(text: str, where: str, root: Path, rows: list[tuple[frozenset[str], li
             + check_seed_means(text, where, root) + check_holm_largest(text, where, root)
             + check_opd_calibration(text, where, root) + check_labelled_figures(text, where, rows)
             + check_labelled_sentences(text, where, rows) + check_bound_precision(text, where)
-            + check_frontier_words(text, where) + check_against_reference(text, where)
+            + check_frontier_words(text, where, root) + check_against_reference(text, where)
             + check_pass_rate_sentence(text, where, root) + check_spread_sentence(text, where, root)
             + check_holm_counts(text, where, root) + check_cause_verdicts(text, where)
             + check_effect_sizes(text, where, effects) + check_dose_range(text, where, root)

@@ -196,14 +196,14 @@ class _Ledger:
 
     def holm(self, path: str, row: Mapping[str, Any], h: Mapping[str, Any]) -> None:
         """Compare a row's Holm fields (raw and adjusted p, rank, level, interval, words) with :func:`_holm`'s ``h``."""
-        self.num(f"{path}.p_raw", row["p_raw"], h["p_raw"])
-        self.num(f"{path}.p_holm", row["p_holm"], h["p_holm"])
-        self.same(f"{path}.rank", row["rank"], h["rank"])
-        self.num(f"{path}.holm_level", row["holm_level"], h["level"])
+        self.num(f"{path}.p_raw", row.get("p_raw"), h["p_raw"])
+        self.num(f"{path}.p_holm", row.get("p_holm"), h["p_holm"])
+        self.same(f"{path}.rank", row.get("rank"), h["rank"])
+        self.num(f"{path}.holm_level", row.get("holm_level"), h["level"])
         scale = max(abs(h["low"]), abs(h["high"]))
-        self.num(f"{path}.holm_low", row["holm_low"], h["low"], scale)
-        self.num(f"{path}.holm_high", row["holm_high"], h["high"], scale)
-        self.same(f"{path}.holm_reads", row["holm_reads"], h["reads"])
+        self.num(f"{path}.holm_low", row.get("holm_low"), h["low"], scale)
+        self.num(f"{path}.holm_high", row.get("holm_high"), h["high"], scale)
+        self.same(f"{path}.holm_reads", row.get("holm_reads"), h["reads"])
 
     def share(self, path: str, row: Mapping[str, Any], gain: Sequence[float], room: Sequence[float]) -> None:
         """A headroom share: the ratio exactly, the documented bootstrap exactly, and our own loosely."""

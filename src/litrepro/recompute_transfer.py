@@ -155,7 +155,7 @@ def _check_frontier(d, L: _Ledger, rows, arms) -> None:
     sweep = [(m, _multiplier_arm(m)) for m in sorted(d["lr_multipliers"]) if _multiplier_arm(m) in arms]
     on_sweep = {a for _, a in sweep}
     got = {f["arm"]: f for f in d["frontier"]}
-    want_refused, want_arms = {}, []
+    want_refused, want_arms, family = {}, [], {}
     for arm in arms:
         if arm in on_sweep:
             continue
@@ -175,6 +175,7 @@ def _check_frontier(d, L: _Ledger, rows, arms) -> None:
             want_refused[arm] = outside
             continue
         want_arms.append(arm)
+        family[arm] = gaps
         if arm in got:
             path = f"frontier[{arm}]"
             with L.section(path):
@@ -182,6 +183,11 @@ def _check_frontier(d, L: _Ledger, rows, arms) -> None:
                 _sd_interval(L, f"{path}.equivalent_lr_multiplier", got[arm]["equivalent_lr_multiplier"], mults)
                 L.same(f"{path}.seeds_outside", got[arm]["seeds_outside"], outside)
     L.members("frontier (arms)", list(got), want_arms)
+    adjusted = _holm(family)                                  # the frontier's arms are a Holm family of their own
+    for arm in want_arms:
+        if arm in got:
+            with L.section(f"frontier[{arm}] Holm"):
+                L.holm(f"frontier[{arm}]", got[arm], adjusted[arm])
     L.same("frontier_refused", d["frontier_refused"], want_refused)
     chords = {}
     for (_, a0), (m, a), (_, a1) in zip(sweep, sweep[1:], sweep[2:]):

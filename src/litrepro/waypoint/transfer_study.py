@@ -35,10 +35,12 @@ crosses TF_X,s upward: the lowest step size at which final-only reaches the arm'
 sweep need not be monotone (one seed's transfer dips by 7e-4 between x1 and x1.1); the first crossing
 is defined either way.
 
-X is "beyond the best final-only learning rate" when the interval of e lies below 0 (at the
-same transfer it keeps a lower NLL than any final-only step size reaches), and "within it"
-otherwise ("behind it" when the interval lies above 0).  A seed on which TF_X lies outside
-the sweep's range leaves X without a frontier interval (refused and named).
+The arms placed on the frontier are a family of their own: each row carries the raw 95% t interval
+of e and its Holm-adjusted interval over that family (:func:`holm`, the same step-down as the
+differences').  X is "beyond the best final-only learning rate" when the Holm interval of e lies
+below 0 (at the same transfer it keeps a lower NLL than any final-only step size reaches), "within
+it (behind the frontier)" when it lies above 0, and not distinguishable otherwise.  A seed on which
+TF_X lies outside the sweep's range leaves X without a frontier interval (refused and named).
 
 :func:`summarise` refuses (:class:`StudyRefused`) when a seed's checks failed, when the
 arms do not share their seeds, and when :func:`check_summary` does not recompute every
@@ -55,7 +57,7 @@ from typing import Any, Mapping, Sequence
 from litrepro.paths import ROOT
 from litrepro.waypoint.effect_study import StudyRefused, failed_checks
 
-__all__ = ["PATH", "PLOT", "StudyRefused", "run_seed", "summarise", "check_summary", "findings", "plot",
+__all__ = ["PATH", "PLOT", "StudyRefused", "run_seed", "summarise", "resummarise", "check_summary", "findings", "plot",
            "source_hashes", "load", "holm", "PRIMARY"]
 
 PATH = ROOT / "rendered" / "waypoint_opd" / "transfer_study.json"
@@ -64,8 +66,14 @@ SOURCES = ("src/litrepro/waypoint/model.py", "src/litrepro/waypoint/opd.py", "sr
            "src/litrepro/waypoint/experiment.py", "src/litrepro/waypoint/audit.py", "src/litrepro/waypoint/effect_study.py",
            "src/litrepro/waypoint/transfer.py", "src/litrepro/waypoint/transfer_audit.py", "src/litrepro/stats.py",
            "studies/waypoint_transfer.py")
-COMPUTING = ("run_seed", "_arm_metrics", "refuse_failed", "summarise", "_metric_values", "check_summary",
-             "holm", "_frontier_rows", "_plain_frontier", "_chord_errors", "_interval")
+#: The per-seed code (what ``per_seed`` depends on) and the summary code (what is derived from ``per_seed``), hashed
+#: apart so that a summary-only change can be re-derived from the committed rows (``studies/waypoint_transfer.py
+#: --resummarise``), and a per-seed change cannot.
+PER_SEED_COMPUTING = ("run_seed", "_arm_metrics")
+SUMMARY_COMPUTING = ("refuse_failed", "summarise", "_metric_values", "check_summary", "holm", "_frontier_rows",
+                     "_plain_frontier", "_chord_errors", "_interval")
+COMPUTING = PER_SEED_COMPUTING + SUMMARY_COMPUTING
+SUMMARY_HASH = "transfer_study summary functions and constants"
 PRIMARY = {"arm": "final_only", "metric": "tf_final", "threshold": 0.5,
            "statement": "final-only OPD's transfer fraction at the last update; met when the 95% interval's "
                         "lower bound is at least 0.5"}
@@ -86,9 +94,11 @@ def source_hashes() -> dict[str, str]:
 
     out = effect_study.source_hashes(SOURCES)
     this = globals()
-    code = "".join(inspect.getsource(this[name]) for name in COMPUTING) + json.dumps(
+    per_seed = "".join(inspect.getsource(this[name]) for name in PER_SEED_COMPUTING)
+    summary = "".join(inspect.getsource(this[name]) for name in SUMMARY_COMPUTING) + json.dumps(
         [PRIMARY, METRICS, REFERENCE_ARM, GATE_CONTROLS], sort_keys=True)
-    out["transfer_study computing functions and constants"] = hashlib.sha256(code.encode()).hexdigest()
+    out["transfer_study per-seed functions"] = hashlib.sha256(per_seed.encode()).hexdigest()
+    out[SUMMARY_HASH] = hashlib.sha256(summary.encode()).hexdigest()
     return out
 
 
@@ -272,11 +282,13 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     sizes, the mean curves and the frontier; refuses (see the module docstring)."""
     from litrepro.stats import paired_ci
 
+    from litrepro.waypoint.transfer import ARMS
+
     refuse_failed(rows)
     rows = sorted(rows, key=lambda r: r["seed"])
-    arms = list(rows[0]["arms"])
-    if any(list(r["arms"]) != arms for r in rows):
-        raise StudyRefused("transfer study refused, the seeds do not share their arms")
+    if any(set(r["arms"]) != set(rows[0]["arms"]) for r in rows) or not set(rows[0]["arms"]) <= set(ARMS):
+        raise StudyRefused("transfer study refused, the seeds do not share their arms (or name one not in ARMS)")
+    arms = [a for a in ARMS if a in rows[0]["arms"]]           # declaration order, whatever order the rows carry
     per_arm, differences, family = {}, [], {}
     for arm in arms:
         per_arm[arm] = {}
@@ -315,6 +327,10 @@ def summarise(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         if label in adjusted:
             row.update(adjusted[label])
     frontier, frontier_extra = _frontier_rows(rows, arms)
+    # The frontier rows are a family of their own (one per arm placed on it): Holm over them, as over the differences.
+    frontier_holm = holm({f["arm"]: frontier_extra["per_seed"][f["arm"]]["nll_gap"] for f in frontier})
+    for f in frontier:
+        f.update(frontier_holm[f["arm"]])
     loo = _chord_errors(rows, arms)
     prim = per_arm[PRIMARY["arm"]][PRIMARY["metric"]]
     summary = {"primary_endpoint": {**PRIMARY, **prim, "met": prim["ci95_low"] >= PRIMARY["threshold"]},
@@ -444,6 +460,26 @@ def _plain_frontier(rows, arm) -> dict[str, list[float]]:
     return {"nll_gap_to_frontier": gaps, "equivalent_lr_multiplier": mults}
 
 
+def resummarise(data: Mapping[str, Any], *, allow: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The committed study with its summary re-derived from its own ``per_seed`` rows, by today's summary code.
+
+    Valid only when nothing the rows depend on has changed: every source hash but :data:`SUMMARY_HASH` (and the
+    keys in ``allow``, which a caller names after checking them another way) must equal the committed one, else
+    it refuses (:class:`StudyRefused`) and the study must be re-run. How the study ran (``wall_seconds``,
+    ``cpu_seconds``, ``jobs``) is kept; every summary field is replaced."""
+    hashes = source_hashes()
+    old = data.get("source_sha256", {})
+    changed = sorted(k for k in set(hashes) | set(old) if hashes.get(k) != old.get(k)
+                     and k != SUMMARY_HASH and k not in allow)
+    if changed:
+        raise StudyRefused(f"transfer study not re-summarised: what its per-seed rows depend on changed "
+                           f"({', '.join(changed)}); re-run it (make waypoint-transfer)")
+    summary = summarise(data["per_seed"])
+    return {**{k: v for k, v in data.items() if k in ("n_seeds", "seeds", "config", "arms", "lr_multipliers",
+                                                       "streams", "wall_seconds", "cpu_seconds", "jobs", "per_seed")},
+            "source_sha256": hashes, **summary}
+
+
 def load(path: Path = PATH) -> dict[str, Any]:
     import json
 
@@ -489,12 +525,11 @@ def _reads(row: Mapping[str, Any], up: str = "higher", down: str = "lower") -> s
 
 
 def frontier_words(row: Mapping[str, Any]) -> str:
-    """``beyond the best final-only learning rate`` when the NLL gap's interval lies below 0, ``within it (behind the
-    frontier)`` above 0, else ``not distinguishable from it``."""
-    gap = row["nll_gap_to_frontier"]
-    if gap["ci95_high"] < 0:
+    """``beyond the best final-only learning rate`` when the NLL gap's Holm interval (over the frontier's arms) lies
+    below 0, ``within it (behind the frontier)`` above 0, else ``not distinguishable from it``."""
+    if row["holm_high"] < 0:
         return "beyond the best final-only learning rate"
-    if gap["ci95_low"] > 0:
+    if row["holm_low"] > 0:
         return "within it (behind the frontier)"
     return "not distinguishable from it (the interval spans 0, so it is not shown to lie on the frontier either)"
 
@@ -570,7 +605,9 @@ def findings(data: Mapping[str, Any]) -> list[str]:
         side = ("lower" if gap["ci95_high"] < 0 else "higher" if gap["ci95_low"] > 0 else "no detectable difference")
         line = (f"Against the final-only learning-rate frontier ({len(data['lr_multipliers'])} multipliers), "
                 f"{_words(row['arm'])} is {frontier_words(row)}: at the same transfer its NLL change minus the "
-                f"frontier's is {fmt_ci(gap['ci95_low'], gap['ci95_high'])} ({side}), and final-only reaches its "
+                f"frontier's is {fmt_ci(row['holm_low'], row['holm_high'])} Holm-adjusted over the "
+                f"{len(data['frontier'])} arms placed on the frontier (unadjusted {fmt_ci(gap['ci95_low'], gap['ci95_high'])}, "
+                f"{side}), and final-only reaches its "
                 f"transfer at {fmt_ci(mult['ci95_low'], mult['ci95_high'])} times the learning rate.")
         if row.get("seeds_outside"):
             line += (f" This interval covers the {gap['n']} seeds whose sweep reaches the arm's transfer; on seed(s) "
@@ -581,13 +618,14 @@ def findings(data: Mapping[str, Any]) -> list[str]:
             c = chords[near]
             line += (f" The leave-one-out error of the frontier's chords at the nearest interior multiplier (x{near:g}) "
                      f"is {fmt_ci(c['ci95_low'], c['ci95_high'])}")
-            near0 = min(abs(gap["ci95_low"]), abs(gap["ci95_high"]))        # the gap's bound nearest 0
+            lo, hi = row["holm_low"], row["holm_high"]                        # the interval the words follow
+            near0 = min(abs(lo), abs(hi))                                     # its bound nearest 0
             reach = max(abs(c["ci95_low"]), abs(c["ci95_high"]))              # the chords' largest error
-            if c["ci95_high"] < 0 and gap["ci95_high"] < 0:
+            if c["ci95_high"] < 0 and hi < 0:
                 line += ": the chords overstate the frontier's NLL there, so this reading may come from the interpolation."
-            elif c["ci95_low"] > 0 and gap["ci95_low"] > 0:
+            elif c["ci95_low"] > 0 and lo > 0:
                 line += ": the chords understate the frontier's NLL there, so this reading may come from the interpolation."
-            elif (gap["ci95_low"] > 0 or gap["ci95_high"] < 0) and near0 <= reach:
+            elif (lo > 0 or hi < 0) and near0 <= reach:
                 line += (": the gap's interval does not carry this error, and its bound nearest 0 lies within the "
                          "chords' error range, so the reading is not separated from the interpolation.")
             else:
