@@ -22,6 +22,16 @@ from litrepro.paths import ROOT
 
 CORPUS = os.environ.get("LITREPRO_CORPUS", "")
 
+#: matplotlib's font cache in a folder of this session's own (unless the caller chose one), inherited by every
+#: kernel, worker and JupyterLab the tests start: a cache in the home folder that another process (or a run killed
+#: while writing it) leaves half-written would otherwise break figures in the tests. Removed when the session ends.
+_MPL_OWN = None
+if not os.environ.get("MPLCONFIGDIR"):
+    import tempfile
+
+    _MPL_OWN = tempfile.mkdtemp(prefix="litrepro-tests-mplconfig-")
+    os.environ["MPLCONFIGDIR"] = _MPL_OWN
+
 
 @pytest.fixture(scope="session")
 def corpus_path() -> Path:
@@ -136,3 +146,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "waypoint_opd" in str(item.path) and item.path.suffix == ".ipynb":
             item.add_marker(marker)
+
+
+def pytest_unconfigure(config):
+    """Remove the session's own matplotlib folder (made by ``mkdtemp`` above, so provably this session's)."""
+    if _MPL_OWN is not None and os.environ.get("MPLCONFIGDIR") == _MPL_OWN:
+        import shutil
+
+        shutil.rmtree(_MPL_OWN, ignore_errors=True)
+        del os.environ["MPLCONFIGDIR"]
