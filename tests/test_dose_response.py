@@ -64,7 +64,8 @@ def test_dose_response_figure_fits_its_canvas(data):
 
 def test_findings_come_from_the_intervals(data):
     lines = dr.findings(data)
-    assert len(lines) == 1 + 2 * len(dr.GATE_COMPARISONS) + 1
+    assert len(lines) == 2 + 2 * len(dr.GATE_COMPARISONS) + 1
+    assert "not adjusted for the number of intervals" in lines[1]   # the tallies count unadjusted intervals
     assert all(isinstance(x, str) and x for x in lines)
 
 
@@ -79,15 +80,15 @@ def _hand_data(low: float, high: float, sd: float) -> dict:
 
 def test_findings_words_follow_the_interval():
     spanning = dr.findings(_hand_data(-1e-4, 2e-4, 1e-3))
-    assert all("no detectable difference at any of the 4 levels" in x for x in spanning[1:-1])
+    assert all("no detectable difference at any of the 4 levels" in x for x in spanning[2:-1])
     within = dr.findings(_hand_data(1e-4, 2e-4, 1e-3))
-    assert "detectable at 4 of 4 levels, and at each of them the whole interval lies within one between-seed SD" in within[1]
-    assert "higher by [+0.00010, +0.00020]" in within[1] and "higher (worse)" in within[2]
+    assert "detectable at 4 of 4 levels, and at each of them the whole interval lies within one between-seed SD" in within[2]
+    assert "higher by [+0.00010, +0.00020]" in within[2] and "higher (worse)" in within[3]
     straddle = dr.findings(_hand_data(5e-4, 1.5e-3, 1e-3))             # crosses +SD: neither within nor beyond
-    assert "not shown beyond one between-seed SD" in straddle[1] and "within one" not in straddle[1]
+    assert "not shown beyond one between-seed SD" in straddle[2] and "within one" not in straddle[2]
     beyond = dr.findings(_hand_data(-3e-3, -2e-3, 1e-3))
-    assert "beyond the seed spread at 4 of 4 levels" in beyond[1] and "lower by [-0.0030, -0.0020]" in beyond[1]
-    assert "lower (better)" in beyond[2]
+    assert "beyond the seed spread at 4 of 4 levels" in beyond[2] and "lower by [-0.0030, -0.0020]" in beyond[2]
+    assert "lower (better)" in beyond[3]
 
 
 def _rows(seeds, level_of=lambda s: "rl_lr_1"):

@@ -295,6 +295,20 @@ def test_a6_p26_a_cause_verdict_against_the_wrong_baseline_fails(monkeypatch):
     assert any("does not settle it" in p for p in problems), problems
 
 
+def test_a_lift_within_the_placebo_called_a_lift_fails(monkeypatch):
+    """The fifth claims review's O1: sync_1 and sync_100 rise above max_min only by intervals whose lower ends lie
+    within the placebo's, and the sentence still led with "lifts the policy above max_min"."""
+    from litrepro.rlbp import diagnosis
+
+    text = "\n".join(diagnosis.findings(diagnosis.load()))
+    assert "within the placebo's" in text and rf.check_cause_verdicts(text, "t") == []
+    monkeypatch.setattr(diagnosis, "findings", patched(diagnosis, "findings", "and above and set(above) <= set(within):",
+                                                       "and above and False:"))
+    problems = rf.check_cause_verdicts("\n".join(diagnosis.findings(diagnosis.load())), "t")
+    assert any("lifts the policy above max_min; against the fixed gain' , its" in p or "within the placebo's" in p
+               for p in problems), problems
+
+
 # --- the seventh unseen audit's prose misses (benchmarks/fault_audits/unseen_7.md), each applied and named --------
 
 @pytest.mark.parametrize("old, new", [

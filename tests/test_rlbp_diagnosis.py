@@ -127,16 +127,28 @@ def _findings(effects):
 def test_findings_name_the_cause_the_intervals_support():
     lines = _findings({"monte_carlo": 0.03, "truth_target": 0.03})
     text = "\n".join(lines)
-    assert "Changing bootstrapping from the learned critic's next-state values lifts the policy above max_min and above the fixed gain" in text
+    assert ("Changing bootstrapping from the learned critic's next-state values, together with what else its arm "
+            "changes (see the caveat), lifts the policy above max_min and above the fixed gain") in text
     assert "Caveat: monte_carlo also drops" in text                   # a confounded arm says so
     assert "The per-segment reward does not by itself explain the deficit" in text
     assert "the same critic and actor are above the fixed gain" in text and "does not say which part" in text
     assert "Changing the target network's sync period leaves the policy below the fixed gain" in text
 
 
+def test_a_lift_within_the_placebos_reach_is_not_called_a_lift():
+    """Both sync arms above max_min by a little, the placebo (a reseeded max_min) by as much: no lift is claimed."""
+    text = "\n".join(_findings({"sync_1": -0.013 + 0.006, "sync_100": -0.013 + 0.006, "placebo": -0.013 + 0.006}))
+    line = next(x for x in text.splitlines() if x.startswith("Changing the target network's sync period"))
+    assert "lies within the placebo's" in line and "lifts" not in line, line
+    text = "\n".join(_findings({"sync_1": -0.013 + 0.006, "sync_100": -0.013 + 0.006}))   # the placebo at max_min
+    line = next(x for x in text.splitlines() if x.startswith("Changing the target network's sync period"))
+    assert "lifts the policy above max_min" in line, line
+
+
 def test_findings_rule_out_bootstrapping_when_removing_it_leaves_the_deficit():
     text = "\n".join(_findings({"monte_carlo": -0.013, "truth_target": 0.03}))
-    assert "Changing bootstrapping from the learned critic's next-state values leaves the policy below" in text
+    assert ("Changing bootstrapping from the learned critic's next-state values, together with what else its arm "
+            "changes (see the caveat), leaves the policy below") in text
     assert "not sufficient on its own" in text and "Ruled out" not in text
     assert "Not isolated by these arms: the per-segment reward" in text
     text = "\n".join(_findings({"truth_target": -0.013}))

@@ -660,29 +660,36 @@ CAUSE_WORDS = {"finds_headroom": "lifts the policy above max_min and above the f
                "lifts_to_fixed": "lifts the policy above max_min, to no detectable difference from the fixed gain",
                "lifts": "lifts the policy above max_min; against the fixed gain",
                "not_sufficient": "leaves the policy below the fixed gain and not detectably above max_min",
-               "open": "does not settle it"}
+               "open": "does not settle it",
+               "within_placebo": "moves the policy above max_min, but each such interval's lower end lies within the placebo's"}
+_PLACEBO = re.compile(rf"The placebo, [^:\n]*?max_min \(\[(?P<lo>{NUM}), (?P<hi>{NUM})\]\)")
 _CAUSE = re.compile(r"^(?:- )?Changing (?P<rest>.*)$", re.M)
 _ARM_CLAUSE = re.compile(rf"(?P<arm>[\w.]+) is [^;]*?the fixed gain \(\[(?P<flo>{NUM}), (?P<fhi>{NUM})\]\) and [^;]*?max_min "
                          rf"\(\[(?P<mlo>{NUM}), (?P<mhi>{NUM})\]\)")
 
 
-def _cause(arms: list[tuple[float, float, float, float]]) -> str:
+def _cause(arms: list[tuple[float, float, float, float]], placebo_high: float | None = None) -> str:
     above_base = [a for a in arms if a[2] > 0]
     below_fixed = [a for a in arms if a[1] < 0]
     if any(a[0] > 0 for a in above_base):
         return "finds_headroom"
+    within = placebo_high is not None and all(a[2] <= placebo_high for a in above_base)
     if len(above_base) == len(arms) and not below_fixed:
-        return "lifts_to_fixed"
+        return "within_placebo" if within else "lifts_to_fixed"
     if above_base:
-        return "lifts"
+        return "within_placebo" if within else "lifts"
     return "not_sufficient" if len(below_fixed) == len(arms) else "open"
 
 
 def check_cause_verdicts(text: str, where: str) -> list[str]:
     """"Changing X lifts the policy above max_min ...: a is ... the fixed gain ([..]) and ... max_min ([..]); b ...":
     the verdict follows from the arms' printed intervals (some arm above max_min and above the fixed gain; every
-    arm above max_min and none below the fixed gain; some above max_min; every arm below the fixed gain)."""
+    arm above max_min and none below the fixed gain; some above max_min; every arm below the fixed gain), and a lift
+    above max_min whose every lower end lies within the placebo's printed interval (the block's "The placebo, ...
+    max_min ([lo, hi])") is read as within the placebo's reach, not as a lift."""
     out = []
+    placebo = _PLACEBO.search(text)
+    placebo_high = reading(placebo.group("hi"))[0] if placebo else None
     for m in _CAUSE.finditer(text):
         rest = m.group("rest")
         head = rest[:rest.find(": ")] if ": " in rest else rest      # "the target network's sync period lifts ..."
@@ -690,7 +697,7 @@ def check_cause_verdicts(text: str, where: str) -> list[str]:
         arms = [tuple(reading(a.group(k))[0] for k in ("flo", "fhi", "mlo", "mhi")) for a in _ARM_CLAUSE.finditer(rest)]
         if said is None or not arms:
             continue
-        want = _cause(arms)
+        want = _cause(arms, placebo_high)
         if said != want:
             out.append(f"{where}: 'Changing {rest[:60]}…' says '{CAUSE_WORDS[said]}', its arms' intervals give '{CAUSE_WORDS[want]}'")
     return out

@@ -940,7 +940,9 @@ def findings(data: Mapping[str, Any]) -> list[str]:
                        "finding",
               "not_sufficient": "leaves the policy below the fixed gain and not detectably above max_min: not "
                                 "sufficient on its own",
-              "open": "does not settle it"}
+              "open": "does not settle it",
+              "within_placebo": "moves the policy above max_min, but each such interval's lower end lies within the "
+                                "placebo's (a reseeded max_min), so no lift beyond what retraining alone moves is shown"}
     tried = []
     for key, (label, names, confound) in CAUSES.items():
         fixes = [_arm(data, a) for a in names if _arm(data, a) is not None]
@@ -953,10 +955,16 @@ def findings(data: Mapping[str, Any]) -> list[str]:
         caveat = f" Caveat: {confound}, so it supports only their combination." if confound else ""
         within = [f["arm"] for f in fixes if placebo is not None and f["arm"] != "placebo"
                   and 0 < f["minus_max_min"]["ci95_low"] <= placebo["minus_max_min"]["ci95_high"]]
-        if within:
+        verdict = cause_verdict(fixes)
+        above = [f["arm"] for f in fixes if f["minus_max_min"]["ci95_low"] > 0]
+        if verdict in ("lifts", "lifts_to_fixed") and above and set(above) <= set(within):
+            verdict = "within_placebo"                        # every lift above max_min is within the placebo's reach
+        elif within:
             caveat += (f" {', '.join(within)} above max_min by an interval whose lower end lies within the placebo's "
                        "(a reseeded max_min), so that gain is not shown to exceed what retraining alone moves.")
-        out.append(f"Changing {label} {effect[cause_verdict(fixes)]}: {detail}.{caveat}")
+        together = ((", together with what else its arm changes (see the caveat)," if len(names) == 1 else
+                     ", together with what else one of its arms changes (see the caveat),") if confound else "")
+        out.append(f"Changing {label}{together} {effect[verdict]}: {detail}.{caveat}")
     if len(tried) > 1 and all(f["minus_max_min"]["ci95_low"] > 0 for f in tried):
         out.append("Every arm tried improves on max_min, so these arms do not single out one cause"
                    + (f"; the placebo (a reseeded max_min critic) is {_words(placebo['minus_max_min'], 'max_min')}."
@@ -981,7 +989,7 @@ def ablation_findings(data: Mapping[str, Any]) -> list[str]:
     rows = data["summary"].get("ablation", [])
     out = []
     if rows:
-        out.append(f"One factor per row (where a row's arms differ in more, the row says so in brackets), "
+        out.append(f"One factor per row (where a row's arms differ in more, the row says what else differs), "
                    f"arm a - arm b on the same seeds; raw 95% t intervals and, beside them, "
                    f"Holm-adjusted ones over the {len(rows)} rows (the interval at the level Holm's step-down "
                    "procedure tests the row at; its words from the adjusted p-value).")

@@ -258,6 +258,9 @@ def findings(data: Mapping[str, Any]) -> list[str]:
     out = [f"The teacher's RL learning rate was varied over {len(moves)} levels, which moved P(even first byte) by "
            f"{_range_words(moves.values())} on average; at each level the arms ran on {n} seeds from the waypoint0 "
            "student (a reconstruction beyond the seed)."]
+    out.append(f"Each of the {len(data['differences'])} intervals below is a paired 95% t interval on its own, not "
+               "adjusted for the number of intervals (so 'detectable at k of n levels' counts unadjusted intervals): at "
+               "95% each, about one in twenty would exclude 0 by chance alone when there is no difference.")
     for a, b in GATE_COMPARISONS:
         for metric in METRICS:
             label, up, down = METRIC_WORDS[metric]

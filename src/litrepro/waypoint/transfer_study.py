@@ -634,9 +634,11 @@ def findings(data: Mapping[str, Any]) -> list[str]:
     for arm, seeds in data.get("frontier_refused", {}).items():
         out.append(f"{_words(arm)[0].upper()}{_words(arm)[1:]} gets no frontier interval: its transfer lies outside "
                    f"the sweep's range on seeds {', '.join(map(str, seeds))}.")
-    out.append("The intervals are paired 95% t intervals over seeds; the Holm-adjusted ones cover the family of every "
-               "difference above (every arm against final-only, the gate against its controls, every metric); d_z is "
-               "the mean paired difference over its SD, and 'between-seed SDs' divides it by the comparator's SD.")
+    out.append("The intervals are paired 95% t intervals over seeds; the Holm-adjusted ones of the differences cover "
+               "the family of every difference above (every arm against final-only, the gate against its controls, every "
+               f"metric), and the frontier's cover their own family, the {len(data['frontier'])} arms placed on the "
+               "frontier; d_z is the mean paired difference over its SD, and 'between-seed SDs' divides it by the "
+               "comparator's SD.")
     return out
 
 
