@@ -86,6 +86,8 @@ CODE_CONSTANTS: tuple[tuple[str, str, str], ...] = (
     ("litrepro.rlbp.fixtures", "CPC_FIXTURE", "the hand fixture of CPC_reduction_retains_negative_sign"),
     ("litrepro.rlbp.fixtures", "IPS_FIXTURE", "the hand fixture of ordinary_IPS_not_self_normalized"),
     ("litrepro.claims", "QUOTED_CHECK_CONSTANTS", "literals inside checks, see below"),
+    ("litrepro.studies.rlbp_budget", "BUDGETS", "the critic budgets of the budget study"),
+    ("litrepro.contextual.diagnosis", "BUDGETS", "the critic budgets of the contextual diagnosis"),
 )
 
 #: Values the notebooks' mechanism text quotes that are literals inside a check or a fixture (no importable
@@ -538,14 +540,14 @@ _SUPER = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 #: The number is read whole: it may not stop before more digits or a decimal part ("2.5x" is 2.5, never 2), and a
 #: unit glued to it ("2.5x", "4.0σ", "362.1s", "3×") is read with it; an integer followed by "×" or "x" is a ratio.
 _NUMBER = re.compile(
-    r"(?<![\w.])(?P<zeq>(?<![\w])(?:\|z\||[zZ](?:-score)?)\s?(?:(?P<zcmp>[<>≤≥]=?)|[=≈~:]|of)?\s?(?=[+\-−–]?\.?\d))?"
+    r"(?<![\w.])(?P<zeq>(?<![\w])(?:\|z\||[zZ](?:-score)?|d_z|d_?z)\s?(?:(?P<zcmp>[<>≤≥]=?)|[=≈~:]|of|is|was)?\s?(?=[+\-−–]?\.?\d))?"
     r"(?P<xpre>[x×](?=\d))?(?P<sign>(?<![\w\-−–])[+\-−–±])?"
     r"(?P<num>\d+(?:,\d{3})*(?:[.·]\d+)?(?:[eE][+\-−]?\d+)?|(?<![\w.,])\.\d+)(?![\d,]|[.·]\d)"
     r"(?P<pow>\s?[×x]\s?10(?P<exp>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))?(?P<bare_pow>(?<=10)[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?"
     r"(?P<pct>\s?[%％‰]|\s(?:per ?cent|pct|percentage points?|pp|per mille)(?![\w-])|-percent(?![\w-]))?"
     r"(?P<ratio>\s×(?!\s?10)|\s?[xX×](?![\w\d])(?!\s?\d)|\s?-?(?:times|fold)(?![\w-])|\s?[:∶]\s?\d+(?![\d:])"
-    r"|\s?-?(?:sigma|σ)(?![\w-]))?"
-    r"(?P<sds>\s?-?(?:SDs?|sd|standard deviations?)(?![\w-]))?"
+    r"|\s?-?(?:sigma|σ)(?![\w-])|\s(?:orders? of magnitude|points?)(?![\w-]))?"
+    r"(?P<sds>\s?-?(?:(?:recorded|between-seed|seed|comparator|pooled|per-seed|per-step)\s)?(?:SDs?|sd|standard deviations?)(?![\w-]))?"
     r"(?P<unit>[A-Za-zσ×]+)?(?![\w])")
 #: The units a study counts (seeds, conditions, levels, ...): a count over one of them is a result.
 _COUNTED_UNITS = r"(?:seeds?|conditions?|levels?|backups?|budgets?|arms?|figures?|cases?|checks?|rows?|bugs?|runs?|trials?|tests?)"
@@ -555,6 +557,8 @@ _K_OF_N = re.compile(r"(?<![\w./])(?:\d+ (?:out )?of (?:the |all |our |its |thes
                      r"|\d+ [a-z]+ out of (?:the )?\d+|(?:[02-9]|[1-9]\d+) ?[/⁄∕] ?(?:[2-9]|[1-9]\d+)"
                      rf"|\d+ (?:{_COUNTED_UNITS} )?(?:in|from) \d+(?= {_COUNTED_UNITS}\b)|\d+ {_COUNTED_UNITS} (?:in|of) \d+"
                      r"|\d+ \(of \d+\)|[¼½¾⅓⅔⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞]|[¹²³⁴⁵⁶⁷⁸⁹⁰]+⁄[₀₁₂₃₄₅₆₇₈₉]+"
+                     rf"|\d+ {_COUNTED_UNITS} \(of \d+\)|all but \d+(?: of)?|the (?:other|remaining) \d+"
+                     rf"|(?:between )?\d+ (?:to|and) \d+(?= (?:{_COUNTED_UNITS}|updates?|steps?)\b)"
                      r"|\\[dt]?frac\{(?:[02-9]|[1-9]\d+)\}\{\d+\}|\{\s*\d+\s*\\over\s*\d+\s*\})(?![\w/]|\.\d)")
 
 
@@ -568,7 +572,9 @@ _COUNTED = _COUNTED_UNITS
 _K_OF_N_WORDS = re.compile(
     rf"(?i)(?<![\w-])(?:(?:{_NUMBER_WORDS}|\d+) (?:out )?of (?:the |all |our |its |a )?(?:{_NUMBER_WORDS}) {_COUNTED}"
     rf"|(?:{_NUMBER_WORDS}|\d+) (?:out )?of (?:the |all |our |its )?(?:{_NUMBER_WORDS}|\d+)(?= {_COUNTED}\b)"
-    rf"|(?:{_NUMBER_WORDS.replace('one|', '').replace('three|', '')}) (?:of (?:the|our|its) )?(?:\w+ )?{_COUNTED}(?= (?:held|failed|passed|are|were|show|give|gave|lie|reach|move)))\b")
+    rf"|(?:{_NUMBER_WORDS.replace('one|', '').replace('three|', '')}) (?:of (?:the|our|its) )?(?:\w+ )?{_COUNTED}(?= (?:held|failed|passed|are|were|show|give|gave|lie|reach|move))"
+    rf"|(?:\d+|{_NUMBER_WORDS}|an?)[ -](?:tenths?|hundredths?|thousandths?|millionths?)"
+    rf"|all but (?:{_NUMBER_WORDS})|(?:{_NUMBER_WORDS}|\d+) in (?:{_NUMBER_WORDS}|\d+) {_COUNTED})\b")
 
 _MATH_INDEX = re.compile(r"[_^]\{[^{}\n]*\}")
 
@@ -715,7 +721,8 @@ def is_stated(n: Number, values: dict[str, list[float]]) -> bool:
 
 
 def _sentence(text: str, pos: int) -> str:
-    a = max(text.rfind(". ", 0, pos) + 2, text.rfind("\n", 0, pos) + 1, 0)
+    stop = text.rfind(". ", 0, pos)
+    a = max(stop + 2 if stop >= 0 else 0, text.rfind("\n", 0, pos) + 1, 0)
     ends = [i for i in (text.find(". ", pos), text.find("\n", pos)) if i >= 0]
     b = min(ends) + 1 if ends else len(text)
     s = " ".join(text[a:b].split())
@@ -724,12 +731,19 @@ def _sentence(text: str, pos: int) -> str:
 
 def scan_prose(text: str, where: str, values: dict[str, list[float]], original: str | None = None) -> list[str]:
     """Problems: each result number in ``text`` (already blanked outside prose) that is not a stated value."""
+    if "&" in text:                                  # "0&#46;62" shows 0.62: read what the page shows
+        import html
+
+        text = html.unescape(text)
     shown = original if original is not None else text
     problems = []
     for m in _K_OF_N_WORDS.finditer(text):
         problems.append(f"{where}: line {shown.count(chr(10), 0, m.start()) + 1}: count in words '{m.group(0)}' outside "
                         f"a generated block: {_sentence(shown, m.start())}")
     for m in _K_OF_N.finditer(text):
+        ends = re.fullmatch(r"(?:between )?(\d+) (?:to|and) (\d+)", m.group(0))
+        if ends and all(any(float(x) == v for v in values["parameter"]) for x in ends.groups()):
+            continue                                 # "600 to 6000 steps": a range of settings, both stated
         problems.append(f"{where}: line {shown.count(chr(10), 0, m.start()) + 1}: count '{m.group(0)}' outside a generated block: "
                         f"{_sentence(shown, m.start())}")
     for n in numbers(text):
@@ -783,27 +797,144 @@ def notebooks(root: Path) -> list[str]:
     return [rel for rel in NOTEBOOKS if os.path.lexists(root / rel)] + rendered
 
 
-def printed_strings(source: str) -> list[str]:
-    """The literal text a code cell prints: every string constant (and f-string literal part) passed to ``print``.
+#: Cell magics whose body a notebook shows as text, not as code.
+_TEXT_MAGIC = re.compile(r"\A\s*%%(?:markdown|md|html|HTML|latex|svg|javascript|js)\b[^\n]*\n?")
+_UNKNOWN = "…"                      # a piece of shown text that code computes at run time (not typed)
 
-    A cell that does not parse as Python (a magic, a fragment) prints nothing we can read, and yields nothing.
-    """
+
+def _constant_text(node: Any) -> str | None:
+    """The text a constant-only expression shows (``"wins on %d" % 15``, ``-0.7``, ``62 / 100``, ``f"{62}%"``), with
+    :data:`_UNKNOWN` for a part computed at run time; None when nothing in it is typed."""
     import ast
 
+    if isinstance(node, ast.Constant):
+        if isinstance(node.value, bool) or node.value is None:
+            return None
+        if isinstance(node.value, (int, float)):
+            return repr(node.value)
+        return node.value if isinstance(node.value, str) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        inner = _constant_text(node.operand)
+        return None if inner is None else ("-" if isinstance(node.op, ast.USub) else "+") + inner
+    if isinstance(node, ast.Starred):
+        return _constant_text(node.value)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        parts = [_constant_text(e) for e in node.elts]
+        return " ".join(x if x is not None else _UNKNOWN for x in parts) if any(x is not None for x in parts) else None
+    if isinstance(node, ast.Dict):
+        parts = [_constant_text(e) for e in [*node.keys, *node.values] if e is not None]
+        return " ".join(x if x is not None else _UNKNOWN for x in parts) if any(x is not None for x in parts) else None
+    if isinstance(node, ast.BinOp):
+        try:                                            # constants only: the shown value (62 / 100 -> 0.62)
+            value = ast.literal_eval(node) if not isinstance(node.op, ast.Mod) else None
+        except (ValueError, TypeError, SyntaxError, ZeroDivisionError, MemoryError, RecursionError):
+            value = None
+        if value is None and isinstance(node.op, (ast.Mult, ast.Div, ast.Sub, ast.Add, ast.Pow)):
+            left, right = _numeric(node.left), _numeric(node.right)
+            if left is not None and right is not None:
+                try:
+                    value = {ast.Mult: lambda x, y: x * y, ast.Div: lambda x, y: x / y, ast.Sub: lambda x, y: x - y,
+                             ast.Add: lambda x, y: x + y, ast.Pow: lambda x, y: x ** y}[type(node.op)](left, right)
+                except (ZeroDivisionError, OverflowError):
+                    value = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return repr(value)
+        left, right = _constant_text(node.left), _constant_text(node.right)
+        if isinstance(node.op, ast.Mod) and isinstance(node.left, ast.Constant) and isinstance(node.left.value, str):
+            args = node.right.elts if isinstance(node.right, ast.Tuple) else [node.right]
+            values = [a.value if isinstance(a, ast.Constant) else _numeric(a) for a in args]
+            if all(v is not None for v in values):
+                try:
+                    return node.left.value % tuple(values)
+                except (TypeError, ValueError):
+                    pass
+        if left is None and right is None:
+            return None
+        return (left if left is not None else _UNKNOWN) + (right if right is not None else _UNKNOWN)
+    if isinstance(node, ast.JoinedStr):
+        out, typed = [], False
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                out.append(str(part.value))
+                typed = True
+            elif isinstance(part, ast.FormattedValue) and _numeric(part.value) is not None:
+                spec = "".join(str(c.value) for c in getattr(part.format_spec, "values", []) if isinstance(c, ast.Constant))
+                try:
+                    out.append(format(_numeric(part.value), spec))
+                except (ValueError, TypeError):
+                    out.append(repr(_numeric(part.value)))
+                typed = True
+            elif isinstance(part, ast.FormattedValue) and _constant_text(part.value) is not None:
+                out.append(_constant_text(part.value))
+                typed = True
+            else:
+                out.append(_UNKNOWN)
+        return "".join(out) if typed else None
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
+            and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)):
+        values = [a.value if isinstance(a, ast.Constant) else _numeric(a) for a in node.args]
+        try:
+            return node.func.value.value.format(*values) if all(v is not None for v in values) else node.func.value.value
+        except (IndexError, KeyError, ValueError):
+            return node.func.value.value
+    return None
+
+
+def _numeric(node: Any) -> float | int | None:
+    """The number a constant numeric expression denotes (``-0.7``, ``62 / 100``), else None."""
+    text = _constant_text(node)
+    if text is None:
+        return None
     try:
-        tree = ast.parse(source)
+        value = float(text) if any(c in text for c in ".eE") or text in ("inf", "-inf") else int(text)
+    except ValueError:
+        return None
+    return value
+
+
+def shown_strings(source: str) -> list[str]:
+    """The text a code cell shows a reader: the typed parts of every call's arguments (``print``, an alias of it,
+    ``sys.stdout.write``, ``plt.title``, ``raise SystemExit(...)``, ``display``, ``pd.DataFrame({...})``: each call's
+    positional arguments and string keywords, read together so that ``print("wins on", 15, "of", 20)`` reads as one
+    text, with the run-time parts as "…"), a bare constant as the cell's last expression, its comments, and the body
+    of a ``%%markdown`` or ``%%html`` cell magic. Line magics and shell escapes are blanked so the rest parses.
+
+    Numbers read here are judged like prose: a float (``0.734``, ``-0.7``, ``62 / 100``) must be a stated value.
+    """
+    import ast
+    import io
+    import tokenize
+
+    m = _TEXT_MAGIC.match(source)
+    if m:
+        return [source[m.end():]]
+    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    out: list[str] = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type == tokenize.COMMENT and not tok.string.startswith(("# noqa", "# type:", "#!")):
+                out.append(tok.string.lstrip("#").strip())
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    try:
+        tree = ast.parse(code)
     except SyntaxError:
-        return []
-    out = []
+        return out
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
-            for arg in node.args:
-                out += [c.value for c in ast.walk(arg) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
-                out += [repr(c.value) for c in ast.walk(arg)          # print(0.734), f"{0.734:.2f}": a typed figure
-                        if isinstance(c, ast.Constant) and isinstance(c.value, float)]
-                joined = [c.value for c in ast.walk(arg) if isinstance(c, ast.Constant) and isinstance(c.value, str)]
-                if len(joined) > 1:
-                    out.append("".join(joined))                       # "gap 0." + "734": the parts read together
+        if isinstance(node, ast.Call):
+            parts = [_constant_text(a) for a in node.args]
+            if any(x is not None for x in parts):
+                out.append(" ".join(x if x is not None else _UNKNOWN for x in parts))
+            for kw in node.keywords:
+                if kw.arg not in ("sep", "end", "file", "flush"):
+                    text = _constant_text(kw.value)
+                    if text is not None and (isinstance(kw.value, (ast.Constant, ast.JoinedStr, ast.BinOp))
+                                             and not text.lstrip("+-").replace(".", "", 1).isdigit()):
+                        out.append(text)                        # a label, a title: shown text
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        text = _constant_text(tree.body[-1].value)
+        if text is not None and not isinstance(tree.body[-1].value, ast.Call):
+            out.append(text)                                   # the cell's displayed value
     return out
 
 
@@ -826,7 +957,7 @@ def scan_notebook(root: Path, rel: str, values: dict[str, list[float]]) -> list[
         if cell.cell_type in ("markdown", "raw"):
             problems += scan_prose(strip_non_prose(cell.source), where, values, cell.source)
         elif cell.cell_type == "code":
-            for literal in printed_strings(cell.source):
+            for literal in shown_strings(cell.source):
                 problems += scan_prose(strip_non_prose(literal), f"{where} (printed text)", values, literal)
     return problems
 
