@@ -623,6 +623,11 @@ def test_a_study_record_that_failed_but_shows_held_fails_the_readback(built, tmp
     # its P15: the mark of a seed value that the seed file records with a note swapped with one that has none
     ("seeds_cell", 'return (text + (f" ({row.note})" if row.note else ""), "neutral" if row.note else "bad")',
      'return (text + (f" ({row.note})" if row.note else ""), "bad" if row.note else "neutral")', "marked 'bad'"),
+    # the eighth unseen audit's P21: every bug of a report counted as number-moving (the wrong denominator)
+    ("audit_report_tally", 'moving = [b for b in bugs if b.get("moved")]', "moving = [b for b in bugs]",
+     "its rows give"),
+    # and its per-part twin: a part's caught bugs counted over every verdict
+    ("audit_report_parts", 't["caught"] += b.get("verdict") == "caught"', 't["caught"] += 1', "its rows give"),
 ])
 def test_a_trust_page_from_a_faulty_writer_fails_the_readback(built, monkeypatch, name, old, new, words):
     reader, markdown, registry, arm_maps = _trust_inputs(built)

@@ -194,6 +194,23 @@ def test_a_seed_scale_z_off_its_figure_fails():
     assert any("opd_history.mean_gate (z = " in p for p in problems), problems
 
 
+def test_a8_p02_bounds_at_three_significant_digits_fail(monkeypatch):
+    """The eighth unseen audit's P02: fmt_ci's default precision raised to 3 digits; the bounds still hold the
+    interval, but print a precision the house rule does not give them."""
+    from litrepro import stats
+
+    assert rf.check_bound_precision(_block("opd-transfer"), "t") == []
+    monkeypatch.setattr(stats, "fmt_ci", patched(stats, "fmt_ci", "sig: int = 2) -> str:", "sig: int = 3) -> str:"))
+    problems = rf.check_bound_precision(_block("opd-transfer"), "t")
+    assert any("significant digits, not 2" in p for p in problems), problems
+
+
+def test_the_named_contexts_may_print_more_digits():
+    assert rf.check_bound_precision("exponent [+1.86, +1.90] and then", "t")
+    assert rf.check_bound_precision("td_loss_before with exponent [+1.86, +1.90] at c = 1", "t") == []
+    assert rf.check_bound_precision("reaches it after [77, 113] updates", "t") == []
+
+
 # --- the sixth unseen audit's prose misses (benchmarks/fault_audits/unseen_6.md), each applied and named ---------
 
 def test_a6_p02_bounds_without_their_trailing_zeros_fail(monkeypatch):
@@ -203,7 +220,7 @@ def test_a6_p02_bounds_without_their_trailing_zeros_fail(monkeypatch):
     assert rf.check_bound_precision(_block("rlbp-budget"), "t") == []
     monkeypatch.setattr(stats, "fmt_ci", fmt_ci)
     problems = rf.check_bound_precision(_block("rlbp-budget"), "t")
-    assert any("fewer than two significant digits" in p for p in problems), problems
+    assert any("significant digits, not 2" in p for p in problems), problems
 
 
 def test_a6_p17_beyond_the_frontier_beside_an_interval_spanning_0_fails(monkeypatch):
@@ -230,7 +247,7 @@ def test_frontier_words_from_the_raw_interval_fail(monkeypatch, old, new, words)
 
 @pytest.mark.parametrize("old, new, words", [
     ("fmt_ci(row['holm_low'], row['holm_high'])", "fmt_ci(gap['ci95_low'], gap['ci95_high'])", "no row's pair"),
-    ("{len(data['frontier'])} arms placed", "{len(data['differences'])} arms placed", "a Holm family of"),
+    ("{len(data['frontier'])} arms placed on the frontier (unadjusted", "{len(data['differences'])} arms placed on the frontier (unadjusted", "a Holm family of"),
     ('side = ("lower" if gap["ci95_high"] < 0', 'side = ("higher" if gap["ci95_high"] < 0', "beside the raw gap"),
 ])
 def test_a_frontier_sentence_from_the_wrong_field_fails(monkeypatch, old, new, words):

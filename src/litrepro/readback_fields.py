@@ -501,14 +501,27 @@ def check_labelled_sentences(text: str, where: str, rows: list[tuple[frozenset[s
     return out
 
 
+#: Printed intervals whose generator asks for more than the house's two significant digits, by the words right before
+#: the interval (the TD calibration's fitted exponent, its one-step ratio and its mean crossing step), with the digits.
+MORE_DIGITS = (("td_loss_before with exponent ", 3), ("After 1 Adam step our ratio is ", 4),
+               ("across seeds (mean ", 3))
+
+
 def check_bound_precision(text: str, where: str) -> list[str]:
-    """Every nonzero bound of a printed interval has at least two significant digits (the house rule: a bound
-    printed as ``-0.04`` for ``-0.040`` has lost a digit a reader needs to compare it with its neighbours)."""
+    """Every nonzero bound of a printed decimal interval has exactly two significant digits (the house rule: a bound
+    printed as ``-0.04`` for ``-0.040`` has lost a digit a reader needs to compare it with its neighbours, and one
+    printed as ``-0.0403`` claims a precision the interval does not have), or the digits :data:`MORE_DIGITS` names for
+    its context. Intervals of whole numbers (counts of updates, floored and ceiled) are read as counts."""
     out = []
     for m in re.finditer(rf"\[(?P<lo>{NUM})(?:\s?%)?, (?P<hi>{NUM})(?:\s?%)?\]", text):
+        if not any(c in m.group("lo") + m.group("hi") for c in ".eE+-−"):
+            continue                                       # "[77, 113] updates": whole-number bounds of a count
+        before = text[max(0, m.start() - 60):m.start()]
+        want = next((d for words, d in MORE_DIGITS if before.endswith(words)), 2)
         for b in (m.group("lo"), m.group("hi")):
-            if reading(b)[0] != 0 and significant(b) < 2:
-                out.append(f"{where}: '{m.group(0)}': bound {b} is printed with fewer than two significant digits")
+            if reading(b)[0] != 0 and significant(b) != want:
+                out.append(f"{where}: '{m.group(0)}': bound {b} is printed with {significant(b)} significant digits, "
+                           f"not {want}")
     return out
 
 

@@ -14,7 +14,9 @@ files with loops of its own:
 - *fault tests*: "N tests, P passed": N the tests that the collected registry marks as guarding the check (or an
   arm boolean counted under it), P those that ``rendered/fault_tests.json`` records as passed;
 - the summary: the number of checks per method, how many have a fault test, the fault tests' outcome tally and
-  how many checks did not hold somewhere.
+  how many checks did not hold somewhere;
+- the fault audits (:func:`audit_problems`): every "C of M" and share of the audit table, each report's summary line
+  and its per-bug rows, recounted from the committed per-bug reports by a loop of its own.
 
 It never reads a figure from the page to compute another; a cell that does not recompute is one problem line.
 """
@@ -221,4 +223,88 @@ def check(markdown: str, fault_registry: dict[str, list[str]], arm_maps: dict[st
     for want in wants:
         if want not in summary:
             problems.append(f"trust: the summary does not say '{want}' (it says: {summary[:200]})")
+    return problems + audit_problems(markdown, root)
+
+
+_REPORT = re.compile(r"benchmarks/fault_audits/[A-Za-z0-9_.-]+\.json")
+_TALLY = re.compile(r"^(?P<c>\d+) of (?P<m>\d+)$")
+_REPORT_LINE = re.compile(r"^### `(?P<rel>benchmarks/fault_audits/[A-Za-z0-9_.-]+\.json)`\n\n(?P<line>[^\n]*)$", re.M)
+
+
+def _recount(bugs: list[dict], part: str | None = None) -> tuple[int, int, list[str]]:
+    """(caught, number-moving, missed ids) of a per-bug report's rows, by a loop of our own: a bug moves a number
+    when its ``moved`` list is not empty, and is caught when its verdict says so."""
+    caught = moving = 0
+    missed = []
+    for b in bugs:
+        if part is not None and b.get("part") != part:
+            continue
+        if not b.get("moved"):
+            continue
+        moving += 1
+        if b.get("verdict") == "caught":
+            caught += 1
+        else:
+            missed.append(b["id"])
+    return caught, moving, missed
+
+
+def audit_problems(markdown: str, root: Path = ROOT) -> list[str]:
+    """The fault-audit table, each report's summary line and its per-bug table, recounted from the committed
+    per-bug reports: "C of M" and its share per audit and per part, "N bugs; C of the M that moved a reported
+    figure were caught; missed: ...", and one table row per bug with its verdict and its number of moved figures."""
+    problems: list[str] = []
+    reports: dict[str, list[dict]] = {}
+
+    def bugs_of(rel: str) -> list[dict] | None:
+        if rel not in reports:
+            try:
+                reports[rel] = json.loads((Path(root) / rel).read_text(encoding="utf-8"))["bugs"]
+            except (OSError, ValueError, KeyError):
+                problems.append(f"trust: fault audits: {rel} cannot be read")
+                reports[rel] = []
+        return reports[rel]
+
+    committed = sorted(p.relative_to(root).as_posix() for p in (Path(root) / "benchmarks/fault_audits").glob("*.json"))
+    for cells in table_rows(markdown, "fault-audits"):
+        if len(cells) < 6:
+            problems.append(f"trust: fault audits: a row has {len(cells)} cells")
+            continue
+        m = _REPORT.search(cells[5]["text"] + " " + cells[5]["key"]) or _REPORT.search(
+            "benchmarks/fault_audits/" + cells[5]["key"])
+        tally = _TALLY.match(cells[2]["text"])
+        if m is None:
+            if tally:
+                problems.append(f"trust: fault audits: '{cells[0]['text'][:50]}' shows {cells[2]['text']} with no report")
+            continue
+        part = None if cells[1]["text"] == "all parts of the report" else cells[1]["text"]
+        caught, moving, _ = _recount(bugs_of(m.group(0)), part)
+        share = f"{round(100 * caught / moving)} %" if moving else None
+        if not tally or (int(tally.group("c")), int(tally.group("m"))) != (caught, moving):
+            problems.append(f"trust: fault audits: {m.group(0)} ({part or 'all parts'}) shows '{cells[2]['text']}', "
+                            f"its rows give {caught} of {moving}")
+        elif share is not None and cells[3]["text"] != share:
+            problems.append(f"trust: fault audits: {m.group(0)} ({part or 'all parts'}) shows '{cells[3]['text']}', "
+                            f"its rows give {share}")
+    seen = set()
+    for m in _REPORT_LINE.finditer(markdown):
+        rel, bugs = m.group("rel"), bugs_of(m.group("rel"))
+        seen.add(rel)
+        caught, moving, missed = _recount(bugs)
+        want = (f"{len(bugs)} bugs; {caught} of the {moving} that moved a reported figure were caught"
+                + (f"; missed: {', '.join(missed)}" if missed else "") + ".")
+        if not m.group("line").startswith(want):
+            problems.append(f"trust: fault audits: {rel} says '{m.group('line')[:120]}', its rows give '{want}'")
+        rows = table_rows(markdown, f"audit-{Path(rel).stem}-bugs")
+        if len(rows) != len(bugs):
+            problems.append(f"trust: fault audits: {rel} lists {len(rows)} bugs, the report has {len(bugs)}")
+        for cells, b in zip(rows, bugs):
+            if len(cells) < 6 or cells[0]["text"] != b["id"] or cells[3]["text"] != b.get("verdict", "") \
+                    or cells[5]["text"] != str(len(b.get("moved") or [])):
+                problems.append(f"trust: fault audits: {rel} row {b['id']} does not show its id, verdict and "
+                                f"{len(b.get('moved') or [])} moved figures")
+                break
+    for rel in committed:
+        if rel not in seen:
+            problems.append(f"trust: fault audits: the committed report {rel} has no section on the page")
     return problems
