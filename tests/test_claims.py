@@ -133,12 +133,20 @@ SLIPPED_CODE = ['print("x", -0.7)', 'print("x", +0.034)', 'print("share", 62 / 1
                 'print("the gate wins by", 16, "thousandths")', 'print("wins on %d of %d seeds" % (15, 20))',
                 'print(f"share {62}%")', 'pr = print\npr("share 0.62")', 'import sys\nsys.stdout.write("share 0.62\\n")',
                 '"share 0.62"', 'pd.DataFrame({"share": [0.62]})', '%%markdown\nshare 0.62', '%%html\n<b>share 0.62</b>',
-                'plt.title("gain 0.016")', 'x = 1  # the gate wins by 0.016', 'raise SystemExit("share 0.62")']
+                'plt.title("gain 0.016")', 'x = 1  # the gate wins by 0.016', 'raise SystemExit("share 0.62")',
+                # the sixth review's
+                'print("x" if c else "share 0.62")', 'print(a or "share 0.62")', 'print(["0.62", "x"][0])',
+                'print("g {g}".format(g=0.7357))', 'print("{n} of {m} seeds".format(n=15, m=20))',
+                '%%bash\necho share 0.62', '!echo share 0.62']
 #: ... and its prose forms.
 SLIPPED_PROSE = ["16 thousandths", "83 hundredths", "all but 4 of the conditions", "all but four conditions",
                  "15 seeds (of 20)", "on 15 seeds; on the other 5", "one in twenty seeds",
                  "422 recorded SDs above the record", "d_z is 2", "2 orders of magnitude", "39 points",
-                 "56 to 83 updates", "between 56 and 83 updates", "0&#46;62", "about a tenth of a nat"]
+                 "56 to 83 updates", "between 56 and 83 updates", "0&#46;62", "about a tenth of a nat",
+                 # the sixth review's
+                 "a factor of 16", "sixty-two percent", "three quarters", "two thirds", "five-sixths",
+                 "15 seeds of the 20", "15 out of every 20 seeds", "fifteen seeds out of twenty", "one seed in six",
+                 "62 pc", "56–83 updates", "sixteen-fold", "all seeds but four", "every seed but 4"]
 
 
 @pytest.mark.parametrize("source", SLIPPED_CODE)

@@ -544,7 +544,7 @@ _NUMBER = re.compile(
     r"(?P<xpre>[x×](?=\d))?(?P<sign>(?<![\w\-−–])[+\-−–±])?"
     r"(?P<num>\d+(?:,\d{3})*(?:[.·]\d+)?(?:[eE][+\-−]?\d+)?|(?<![\w.,])\.\d+)(?![\d,]|[.·]\d)"
     r"(?P<pow>\s?[×x]\s?10(?P<exp>[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+))?(?P<bare_pow>(?<=10)[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?"
-    r"(?P<pct>\s?[%％‰]|\s(?:per ?cent|pct|percentage points?|pp|per mille)(?![\w-])|-percent(?![\w-]))?"
+    r"(?P<pct>\s?[%％‰]|\s(?:per ?cent|pct|pc|percentage points?|pp|per mille)(?![\w-])|-percent(?![\w-]))?"
     r"(?P<ratio>\s×(?!\s?10)|\s?[xX×](?![\w\d])(?!\s?\d)|\s?-?(?:times|fold)(?![\w-])|\s?[:∶]\s?\d+(?![\d:])"
     r"|\s?-?(?:sigma|σ)(?![\w-])|\s(?:orders? of magnitude|points?)(?![\w-]))?"
     r"(?P<sds>\s?-?(?:(?:recorded|between-seed|seed|comparator|pooled|per-seed|per-step)\s)?(?:SDs?|sd|standard deviations?)(?![\w-]))?"
@@ -559,6 +559,9 @@ _K_OF_N = re.compile(r"(?<![\w./])(?:\d+ (?:out )?of (?:the |all |our |its |thes
                      r"|\d+ \(of \d+\)|[¼½¾⅓⅔⅕⅖⅗⅘⅙⅚⅛⅜⅝⅞]|[¹²³⁴⁵⁶⁷⁸⁹⁰]+⁄[₀₁₂₃₄₅₆₇₈₉]+"
                      rf"|\d+ {_COUNTED_UNITS} \(of \d+\)|all but \d+(?: of)?|the (?:other|remaining) \d+"
                      rf"|(?:between )?\d+ (?:to|and) \d+(?= (?:{_COUNTED_UNITS}|updates?|steps?)\b)"
+                     rf"|\d+ ?[–—] ?\d+(?= (?:{_COUNTED_UNITS}|updates?|steps?)\b)"
+                     rf"|\d+ {_COUNTED_UNITS} (?:of|out of) (?:the |all |our |its )\d+|\d+ out of every \d+"
+                     rf"|(?:all|every) {_COUNTED_UNITS} but \d+|a factor of \d+(?:\.\d+)?"
                      r"|\\[dt]?frac\{(?:[02-9]|[1-9]\d+)\}\{\d+\}|\{\s*\d+\s*\\over\s*\d+\s*\})(?![\w/]|\.\d)")
 
 
@@ -574,7 +577,11 @@ _K_OF_N_WORDS = re.compile(
     rf"|(?:{_NUMBER_WORDS}|\d+) (?:out )?of (?:the |all |our |its )?(?:{_NUMBER_WORDS}|\d+)(?= {_COUNTED}\b)"
     rf"|(?:{_NUMBER_WORDS.replace('one|', '').replace('three|', '')}) (?:of (?:the|our|its) )?(?:\w+ )?{_COUNTED}(?= (?:held|failed|passed|are|were|show|give|gave|lie|reach|move))"
     rf"|(?:\d+|{_NUMBER_WORDS}|an?)[ -](?:tenths?|hundredths?|thousandths?|millionths?)"
-    rf"|all but (?:{_NUMBER_WORDS})|(?:{_NUMBER_WORDS}|\d+) in (?:{_NUMBER_WORDS}|\d+) {_COUNTED})\b")
+    rf"|all but (?:{_NUMBER_WORDS})|(?:{_NUMBER_WORDS}|\d+) in (?:{_NUMBER_WORDS}|\d+) {_COUNTED}"
+    rf"|(?:{_NUMBER_WORDS})[ -](?:percent|per cent|fold)|a factor of (?:{_NUMBER_WORDS})"
+    rf"|(?:{_NUMBER_WORDS})[ -](?:halves|thirds?|quarters?|fifths?|sixths?|sevenths?|eighths?|ninths?)"
+    rf"|(?:{_NUMBER_WORDS}) {_COUNTED} out of (?:{_NUMBER_WORDS}|\d+)|(?:{_NUMBER_WORDS}|\d+) {_COUNTED} in (?:{_NUMBER_WORDS}|\d+)"
+    rf"|(?:all|every) {_COUNTED} but (?:{_NUMBER_WORDS}))\b")
 
 _MATH_INDEX = re.compile(r"[_^]\{[^{}\n]*\}")
 
@@ -741,7 +748,7 @@ def scan_prose(text: str, where: str, values: dict[str, list[float]], original: 
         problems.append(f"{where}: line {shown.count(chr(10), 0, m.start()) + 1}: count in words '{m.group(0)}' outside "
                         f"a generated block: {_sentence(shown, m.start())}")
     for m in _K_OF_N.finditer(text):
-        ends = re.fullmatch(r"(?:between )?(\d+) (?:to|and) (\d+)", m.group(0))
+        ends = re.fullmatch(r"(?:between )?(\d+)(?: (?:to|and) | ?[–—] ?)(\d+)", m.group(0))
         if ends and all(any(float(x) == v for v in values["parameter"]) for x in ends.groups()):
             continue                                 # "600 to 6000 steps": a range of settings, both stated
         problems.append(f"{where}: line {shown.count(chr(10), 0, m.start()) + 1}: count '{m.group(0)}' outside a generated block: "
@@ -818,6 +825,11 @@ def _constant_text(node: Any) -> str | None:
         return None if inner is None else ("-" if isinstance(node.op, ast.USub) else "+") + inner
     if isinstance(node, ast.Starred):
         return _constant_text(node.value)
+    if isinstance(node, (ast.IfExp, ast.BoolOp)):                # either branch may be what is shown
+        parts = [_constant_text(e) for e in ((node.body, node.orelse) if isinstance(node, ast.IfExp) else node.values)]
+        return " / ".join(x for x in parts if x is not None) if any(x is not None for x in parts) else None
+    if isinstance(node, ast.Subscript):                          # ["0.62", ...][0]: a literal indexed
+        return _constant_text(node.value)
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
         parts = [_constant_text(e) for e in node.elts]
         return " ".join(x if x is not None else _UNKNOWN for x in parts) if any(x is not None for x in parts) else None
@@ -873,10 +885,15 @@ def _constant_text(node: Any) -> str | None:
     if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format"
             and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)):
         values = [a.value if isinstance(a, ast.Constant) else _numeric(a) for a in node.args]
+        named = {k.arg: (k.value.value if isinstance(k.value, ast.Constant) else _numeric(k.value))
+                 for k in node.keywords if k.arg}
         try:
-            return node.func.value.value.format(*values) if all(v is not None for v in values) else node.func.value.value
+            if all(v is not None for v in [*values, *named.values()]):
+                return node.func.value.value.format(*values, **named)
         except (IndexError, KeyError, ValueError):
-            return node.func.value.value
+            pass
+        extra = " ".join(str(v) for v in [*values, *named.values()] if v is not None)
+        return node.func.value.value + (" " + extra if extra else "")
     return None
 
 
@@ -908,8 +925,15 @@ def shown_strings(source: str) -> list[str]:
     m = _TEXT_MAGIC.match(source)
     if m:
         return [source[m.end():]]
-    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
     out: list[str] = []
+    shell = re.match(r"\A\s*%%(?:bash|sh|script)\b[^\n]*\n", source)
+    for line in (source[shell.end():] if shell else source).splitlines():
+        command = line.strip() if shell else (line.strip()[1:] if line.strip().startswith("!") else "")
+        if re.match(r"(?:echo|printf)\b", command):
+            out.append(command.split(None, 1)[1] if " " in command else "")     # what the shell prints
+    if shell:
+        return out
+    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
     try:
         for tok in tokenize.generate_tokens(io.StringIO(code).readline):
             if tok.type == tokenize.COMMENT and not tok.string.startswith(("# noqa", "# type:", "#!")):
@@ -1210,10 +1234,21 @@ def rlbp_ablation(root: Path) -> str:
             c = a["critic"]
             crit.append([f"`{a['arm']}`", prose.estimate(c["rank_correlation"]), prose.estimate(c["greedy_agreement"]),
                          prose.value(min(c["action_bias"]), 3), prose.value(max(c["action_bias"]), 3)])
+    placebo = next((a for a in data["summary"]["arms"] if a["arm"] == "placebo"), None)
+    notes = diagnosis.ablation_findings(data)[:1]
+    if placebo is not None:
+        hi = placebo["minus_max_min"]["ci95_high"]
+        within = [f"`{r['arm']}`" for r in data["summary"]["ablation"]
+                  if r["against"] == "max_min" and 0 < r["raw"]["ci95_low"] <= hi]
+        if within:
+            notes.append(f"The placebo (a reseeded max_min) gives `placebo` − `max_min` "
+                         f"{prose.interval(placebo['minus_max_min'])}. The rows against `max_min` whose raw interval "
+                         f"starts inside it are {', '.join(within)}: what they move is not shown to exceed what "
+                         "retraining alone moves.")
     return "\n\n".join([
         _table(["factor", "difference", "raw 95% interval", "reads", "Holm-adjusted interval", "reads (Holm)",
                 "also differs"], rows),
-        _bullets(diagnosis.ablation_findings(data)[:1]),
+        _bullets(notes),
         "The critic against the simulator's discounted value of holding each action to the end of the day, on the held-out "
         "campaigns' logged states (per seed, then a 95% t interval over seeds):",
         _table(["arm", "rank correlation", "greedy action agrees", "smallest per-action bias", "largest per-action bias"],
