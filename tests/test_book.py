@@ -628,6 +628,9 @@ def test_a_study_record_that_failed_but_shows_held_fails_the_readback(built, tmp
      "its rows give"),
     # and its per-part twin: a part's caught bugs counted over every verdict
     ("audit_report_parts", 't["caught"] += b.get("verdict") == "caught"', 't["caught"] += 1', "its rows give"),
+    # the ninth unseen audit's P20: "1 tests" (the plural's threshold off by one)
+    ("faults_cell", 'test{"s" if len(row.fault_tests) > 1 else ""}', 'test{"s" if len(row.fault_tests) > 0 else ""}',
+     "fault tests: '1 tests"),
 ])
 def test_a_trust_page_from_a_faulty_writer_fails_the_readback(built, monkeypatch, name, old, new, words):
     reader, markdown, registry, arm_maps = _trust_inputs(built)

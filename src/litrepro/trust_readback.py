@@ -34,7 +34,7 @@ from litrepro.paths import ROOT
 _ROW = re.compile(r"<tr>(.*?)</tr>", re.S)
 _CELL = re.compile(r'<td class="(?P<cls>[^"]*)" data-sort="(?P<key>[^"]*)">(?P<body>.*?)</td>', re.S)
 _STUDY = re.compile(r"^(?P<study>[\w.-]+): (?P<held>\d+) of (?P<records>\d+) \((?P<unit>[^)]*)\)$")
-_FAULTS = re.compile(r"^(?P<n>\d+) tests?, (?P<passed>\d+) passed")
+_FAULTS = re.compile(r"^(?P<n>\d+) (?P<noun>tests?), (?P<passed>\d+) passed")
 
 
 def _json(path: Path, cache: dict[Path, Any]) -> Any:
@@ -194,7 +194,8 @@ def check(markdown: str, fault_registry: dict[str, list[str]], arm_maps: dict[st
             with_tests += bool(tests)
             passed = sum(outcomes.get(t) == "passed" for t in tests)
             m = _FAULTS.match(cells[6]["text"])
-            if tests and not (m and int(m.group("n")) == len(tests) and int(m.group("passed")) == passed):
+            if tests and not (m and int(m.group("n")) == len(tests) and int(m.group("passed")) == passed
+                              and m.group("noun") == ("test" if len(tests) == 1 else "tests")):   # "1 test", "2 tests"
                 problems.append(f"trust: {name}, fault tests: '{cells[6]['text'][:60]}', but {len(tests)} tests "
                                 f"guard it and {passed} passed")
             elif not tests and cells[6]["text"] != "no fault test":
