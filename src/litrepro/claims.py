@@ -837,19 +837,15 @@ def _constant_text(node: Any) -> str | None:
         parts = [_constant_text(e) for e in [*node.keys, *node.values] if e is not None]
         return " ".join(x if x is not None else _UNKNOWN for x in parts) if any(x is not None for x in parts) else None
     if isinstance(node, ast.BinOp):
-        try:                                            # constants only: the shown value (62 / 100 -> 0.62)
-            value = ast.literal_eval(node) if not isinstance(node.op, ast.Mod) else None
-        except (ValueError, TypeError, SyntaxError, ZeroDivisionError, MemoryError, RecursionError):
-            value = None
-        if value is None and isinstance(node.op, (ast.Mult, ast.Div, ast.Sub, ast.Add, ast.Pow)):
-            left, right = _numeric(node.left), _numeric(node.right)
-            if left is not None and right is not None:
-                try:
-                    value = {ast.Mult: lambda x, y: x * y, ast.Div: lambda x, y: x / y, ast.Sub: lambda x, y: x - y,
-                             ast.Add: lambda x, y: x + y,
-                     ast.Pow: lambda x, y: x ** y if abs(y) <= 64 else None}[type(node.op)](left, right)   # no 10 ** 10 ** 9
-                except (ZeroDivisionError, OverflowError):
-                    value = None
+        value = None                                    # constants only: the shown value (62 / 100 -> 0.62)
+        ops = {ast.Mult: lambda x, y: x * y, ast.Div: lambda x, y: x / y, ast.Sub: lambda x, y: x - y,
+               ast.Add: lambda x, y: x + y, ast.Pow: lambda x, y: x ** y if abs(y) <= 64 else None}  # no 10 ** 10 ** 9
+        left, right = _numeric(node.left), _numeric(node.right)
+        if type(node.op) in ops and left is not None and right is not None:
+            try:
+                value = ops[type(node.op)](left, right)
+            except (ZeroDivisionError, OverflowError):
+                value = None
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return repr(value)
         left, right = _constant_text(node.left), _constant_text(node.right)
