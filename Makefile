@@ -58,59 +58,59 @@ bench: install
 
 # waypoint_opd: paired per-seed differences of the arms over 16 seeds (its JSON records no wall time)
 effect-study: corpus
-	$(BIN)/python studies/waypoint_effect_study.py --seeds 42-57
-	$(BIN)/python -m litrepro.waypoint.effect_holm   # Holm-adjusted rows beside it (seconds; make effect-holm)
+	$(BIN)/python -m litrepro study effect-study --seeds 42-57 --jobs 2
+	$(BIN)/python -m litrepro study effect-holm   # Holm-adjusted rows beside it (seconds; make effect-holm)
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # pinterest_rlbp: 20 seeds x 4 critic backups, the headroom and 8/16 logged days, paired CIs (its JSON records no wall time)
 rlbp-study: install
-	$(BIN)/python studies/rlbp_policy_study.py --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro study rlbp-study --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro run --seeds $(SEEDS) --no-progress   # re-renders the summary notebook that shows it
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # waypoint_opd: the effect study's Holm-adjusted intervals, from its committed JSON (seconds; no run)
 effect-holm: install
-	$(BIN)/python -m litrepro.waypoint.effect_holm
+	$(BIN)/python -m litrepro study effect-holm
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # waypoint_opd: the gate's effect at 5 teacher-RL learning rates, 16 seeds, paired CIs (dose_response.json records 80 s wall on 2 cores)
 dose-response: corpus
-	$(BIN)/python studies/waypoint_dose_response.py --seeds 42-57 --jobs 2
+	$(BIN)/python -m litrepro study dose-response --seeds 42-57 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # pinterest_rlbp: the learned bidder against the critic's budget (4 backups x 5 budgets), a convergence rule, data scaling
-# and three baselines, 20 seeds; resumable (build/rlbp_budget/); prints its cost first (budget_study.json records
+# and three baselines, 20 seeds; resumable (build/studies/rlbp-budget/); prints its cost first (budget_study.json records
 # 248 CPU-s per seed: about 41 min for all 20 on 2 cores)
 .PHONY: rlbp-budget
 rlbp-budget: install
-	$(BIN)/python studies/rlbp_budget.py --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro study rlbp-budget --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # waypoint_opd: the transfer regime, 17 arms x 240 updates, learning curves and the learning-rate frontier, 16 seeds
 # (prints its expected cost first; 1064 s on 2 cores, transfer_study.json's wall_seconds)
 .PHONY: waypoint-transfer
 waypoint-transfer: corpus
-	$(BIN)/python studies/waypoint_transfer.py --seeds 42-57 --jobs 2
+	$(BIN)/python -m litrepro study waypoint-transfer --seeds 42-57 --jobs 2
 
 # waypoint_opd: the OPD step's gradient norm and parameter change against the record, with explaining arms (opd_calibration.json records its wall time; under a minute on 2 cores)
 .PHONY: waypoint-opd-calibration
 waypoint-opd-calibration: corpus
-	$(BIN)/python studies/waypoint_opd_calibration.py --seeds 42-57
+	$(BIN)/python -m litrepro study waypoint-opd-calibration --seeds 42-57 --jobs 2
 
 # waypoint_opd: the transfer regime's arms from a teacher that forgets (a two-phase curriculum), 16 seeds (no run of it is committed)
 .PHONY: waypoint-curriculum
 waypoint-curriculum: corpus
-	$(BIN)/python studies/waypoint_curriculum.py --seeds 42-57 --jobs 2
+	$(BIN)/python -m litrepro study waypoint-curriculum --seeds 42-57 --jobs 2
 
 # pinterest_rlbp: placebo, operator and ablations (one factor per row unless the row says otherwise) at our default budget of 600 critic steps, 20 seeds, paired CIs (458 s on 2 cores, diagnosis.json's wall_seconds)
 rlbp-diagnosis: install
-	$(BIN)/python studies/rlbp_diagnosis.py --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro study rlbp-diagnosis --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # pinterest_rlbp: hypotheses for why our held-out TD losses differ from the seed's (units; relaxation vs Adam), 20 seeds (its JSON records no wall time)
 rlbp-td-calibration: install
-	$(BIN)/python studies/rlbp_td_calibration.py --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro study rlbp-td-calibration --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # pinterest_rlbp: d3rlpy's DoubleDQN, DiscreteCQL and DiscreteBCQ on the exported logged transitions, evaluated in the
@@ -119,8 +119,8 @@ rlbp-td-calibration: install
 # The contextual market (issue 29, our reconstruction): oracles, the learned bidder and six off-policy estimators.
 # contextual_study.json records 190 s wall, 377 CPU-s on 2 cores (20 seeds); the script prints its cost.
 rlbp-contextual: install
-	$(BIN)/python studies/rlbp_contextual.py --seeds 42-61 --jobs 2
-	$(BIN)/python -m litrepro.contextual.pairing   # the learned bidder minus the table policies, paired (seconds)
+	$(BIN)/python -m litrepro study rlbp-contextual --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro study rlbp-contextual-pairing   # the learned bidder minus the table policies, paired (seconds)
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # The backup, budget and diagnosis studies re-run in the contextual market (issue 29, our reconstruction): 4 backups
@@ -128,26 +128,26 @@ rlbp-contextual: install
 # cost first (contextual_budget.json records 2585 CPU-s, about 129 per seed, 2518 s wall on 2 cores).
 .PHONY: rlbp-contextual-budget
 rlbp-contextual-budget: install
-	$(BIN)/python studies/rlbp_contextual_budget.py --seeds 42-61 --jobs 2
-	$(BIN)/python -m litrepro.contextual.pairing   # the learned bidder minus the table policies, paired (seconds)
+	$(BIN)/python -m litrepro study rlbp-contextual-budget --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro study rlbp-contextual-pairing   # the learned bidder minus the table policies, paired (seconds)
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # The contextual budget study's learned arms minus the contextual study's table policies, paired by seed from the two
 # committed JSON files (no simulation; seconds): rendered/pinterest_rlbp/contextual_pairing.json.
 .PHONY: rlbp-contextual-pairing
 rlbp-contextual-pairing: install
-	$(BIN)/python -m litrepro.contextual.pairing
+	$(BIN)/python -m litrepro study rlbp-contextual-pairing
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 # The seed market's one-factor diagnosis arms (target sync, gamma, the actor's support and temperature) in the
 # contextual market, paired with the budget study's max_min and placebo, 20 seeds; prints its cost first.
 .PHONY: rlbp-contextual-diagnosis
 rlbp-contextual-diagnosis: install
-	$(BIN)/python studies/rlbp_contextual_diagnosis.py --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro study rlbp-contextual-diagnosis --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 rlbp-d3rlpy: install
-	$(BIN)/python studies/rlbp_d3rlpy.py --seeds 42-61 --jobs 2
+	$(BIN)/python -m litrepro study rlbp-d3rlpy --seeds 42-61 --jobs 2
 	$(BIN)/python -m litrepro claims --write   # the result blocks in README.md and docs/ (make claims)
 
 clean:
@@ -156,7 +156,7 @@ clean:
 # Re-draw every committed PNG from the committed JSON (no study or seed re-runs; a few seconds).
 .PHONY: replot
 replot:
-	$(BIN)/python studies/replot.py
+	$(BIN)/python -m litrepro.replot
 
 # After a passing `make test`: commit its fault tests' outcomes, which the trust report shows.
 .PHONY: fault-results

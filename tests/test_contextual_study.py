@@ -10,7 +10,6 @@ import dataclasses
 import pytest
 import torch
 
-import study_scripts
 
 from litrepro import prose
 from litrepro.contextual import market, ope, oracle
@@ -182,10 +181,6 @@ def test_the_findings_take_their_words_from_the_intervals(tiny_rows):
     assert cs.plot(data) is not None
 
 
-def test_the_study_script_refuses_bad_seeds_in_one_line(capsys):
-    study_scripts.assert_refuses_in_one_line("rlbp_contextual", ["--seeds", "9-3"], capsys)
-
-
 # --- the committed study -----------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -193,9 +188,8 @@ def committed() -> dict:
     return cs.load()
 
 
-def test_the_committed_study_is_current_with_its_sources(committed):
-    stale = cs.stale(committed)
-    assert not stale, f"contextual_study.json is stale for {stale}: run `make rlbp-contextual`"
+def test_the_committed_study_records_the_modules_settings(committed):
+    """Its freshness (sources and settings) is tests/test_studies.py's, from the declaration."""
     assert committed["market_settings"] == dataclasses.asdict(market.ContextualSettings())
     assert committed["settings"] == dataclasses.asdict(cs.StudySettings()) | {"budgets": list(cs.StudySettings().budgets)}
 

@@ -243,14 +243,9 @@ def test_frontier_figure_marks_the_fixed_gain_and_its_facts_read_the_committed_j
 
 
 def test_replot_redraws_every_figure_from_json(tmp_path):
-    """``studies/replot.py`` writes every study and runner PNG from the committed JSON alone."""
-    import importlib.util
+    """``python -m litrepro.replot`` writes every study and runner PNG from the committed JSON alone."""
+    from litrepro import replot
 
-    from litrepro.paths import ROOT
-
-    spec = importlib.util.spec_from_file_location("replot", ROOT / "studies" / "replot.py")
-    replot = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(replot)
     assert replot.main(["--out", str(tmp_path)]) == 0
     written = {str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.png")}
     assert written >= {"pinterest_rlbp/lambda_frontier.png", "pinterest_rlbp/backup_study.png",

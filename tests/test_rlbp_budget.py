@@ -9,18 +9,14 @@ bounds and resuming) are tested on a tiny world and on hand-made rows.
 
 from __future__ import annotations
 
-import dataclasses
-import importlib.util
 import json
 import random
 
 import pytest
 
 from litrepro import figcheck
-from litrepro.paths import ROOT
+from litrepro.paths import RENDERED
 from litrepro.rlbp import diagnosis as dg
-from litrepro.rlbp import study as backup_study
-from litrepro.rlbp.config import RLBPConfig
 from litrepro.studies import rlbp_budget as bs
 
 
@@ -29,12 +25,6 @@ def data():
     if not bs.PATH.exists():
         pytest.fail(f"{bs.PATH} is missing: run `make rlbp-budget`")
     return json.loads(bs.PATH.read_text())
-
-
-def test_budget_study_is_current_with_its_sources_and_parameters(data):
-    stale = sorted(k for k, v in bs.source_hashes().items() if data["provenance"]["source_sha256"].get(k) != v)
-    assert not stale, f"budget_study.json is stale for {stale}: run `make rlbp-budget`"
-    assert data["provenance"]["parameters"] == {k: v for k, v in dataclasses.asdict(RLBPConfig()).items() if k != "seed"}
 
 
 def test_budget_study_covers_the_grid_every_integrity_check_holds_and_rows_recompute(data):
@@ -52,18 +42,21 @@ def test_budget_study_covers_the_grid_every_integrity_check_holds_and_rows_recom
     assert bs.PLOT.stat().st_size > 1000
 
 
-def _current(path, hashes):
-    other = json.loads(path.read_text())
-    stale = sorted(k for k, v in hashes().items() if other["provenance"]["source_sha256"].get(k) != v)
+def _current(name):
+    from litrepro import studyrunner
+
+    study = studyrunner.get(name)
+    other = json.loads((RENDERED / study.main_output).read_text())
+    stale = studyrunner.stale(study, other)
     if stale:
-        pytest.skip(f"{path.name} is stale for {stale[:3]}: re-run it, then compare")
+        pytest.skip(f"{study.main_output} is stale for {stale[:3]}: re-run it, then compare")
     return other
 
 
 def test_max_min_at_the_seed_budget_is_the_diagnosis_and_backup_studys_max_min(data):
     """Same seed, data, days and streams: the grid's max_min@600 is the other studies' max_min, to the last bit."""
-    diag = _current(dg.PATH, dg.source_hashes)
-    backups = _current(backup_study.BACKUP_STUDY, backup_study.source_hashes)
+    diag = _current("rlbp-diagnosis")
+    backups = _current("rlbp-study")
     by_seed = {r["seed"]: r for r in diag["per_seed"]}
     for row in data["per_seed"]:
         ours = row["arms"][bs.arm_name("max_min", bs.SEED_BUDGET)]
@@ -200,54 +193,4 @@ def test_a_scaled_run_on_other_evaluation_days_is_refused(monkeypatch):
         bs.run_seed(11, overrides=TINY, budgets=(20,), scaling=((8, 40),))
 
 
-# --- The script: bounds, dry run, resuming ----------------------------------------------------------------
-
-def _script():
-    spec = importlib.util.spec_from_file_location("rbudget", ROOT / "studies" / "rlbp_budget.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    return script
-
-
-@pytest.mark.parametrize("argv", [["--seeds", "x"], ["--seeds", "0-4294967295"], ["--seeds", "9-3"],
-                                  ["--jobs", "0"], ["--jobs", "999"], ["--bogus"]])
-def test_bad_arguments_are_refused_in_one_line(argv, capsys):
-    assert _script().main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err and "Traceback" not in "\n".join(err)
-
-
-def test_dry_run_prints_the_plan_and_runs_nothing(monkeypatch, capsys, tmp_path):
-    script = _script()
-    monkeypatch.setattr(script, "ROOT", tmp_path)
-    monkeypatch.setattr(script, "STATE", tmp_path / "state")
-    monkeypatch.setattr(bs, "run_seed", lambda *a, **k: pytest.fail("a dry run ran a seed"))
-    assert script.main(["--seeds", "42-61", "--dry-run"]) == 0
-    assert "20 seeds x 24 arms" in capsys.readouterr().err and not list(tmp_path.iterdir())
-    assert not (ROOT / "build" / "rlbp_budget" / "nothing").exists()
-
-
-def test_a_rerun_computes_only_the_missing_seeds_and_writes_only_when_complete(monkeypatch, tmp_path):
-    script = _script()
-    rows = {r["seed"]: r for r in _rows(seeds=range(42, 45))}
-    ran, interrupt = [], [True]
-
-    def job(seed):
-        ran.append(seed)
-        if seed == 44 and interrupt.pop() if interrupt else False:
-            raise KeyboardInterrupt                                   # interrupted at the last seed, once
-        return json.loads(json.dumps(rows[seed])), 1.0
-    monkeypatch.setattr(script, "ROOT", tmp_path)
-    monkeypatch.setattr(script, "STATE", tmp_path / "state")
-    monkeypatch.setattr(script, "_seed_job", job)
-    monkeypatch.setattr(bs, "PATH", tmp_path / "budget_study.json")
-    monkeypatch.setattr(bs, "PLOT", tmp_path / "budget_study.png")
-    monkeypatch.setattr(bs, "source_hashes", lambda: {"a": "1"})
-    with pytest.raises(KeyboardInterrupt):
-        script.main(["--seeds", "42-44", "--jobs", "1"])
-    assert not bs.PATH.exists() and len(list((tmp_path / "state").rglob("seed-*.json"))) == 2
-    assert script.main(["--seeds", "42-44", "--jobs", "1"]) == 0
-    assert ran == [42, 43, 44, 44] and bs.PATH.exists()                # the rerun ran only seed 44
-    monkeypatch.setattr(bs, "source_hashes", lambda: {"a": "2"})        # other sources: nothing is mixed in
-    ran.clear()
-    assert script.main(["--seeds", "42-44", "--jobs", "1"]) == 0 and ran == [42, 43, 44]
+# (The study's command line, dry run and resuming are the runner's: tests/test_studies.py.)

@@ -9,8 +9,6 @@ study's refusals and its finding sentences are tested on tiny worlds and hand-ma
 
 from __future__ import annotations
 
-import dataclasses
-import importlib.util
 import json
 import random
 
@@ -19,7 +17,6 @@ import pytest
 import torch
 
 from litrepro import figcheck
-from litrepro.paths import ROOT
 from litrepro.rlbp import diagnosis as dg
 from litrepro.rlbp import audit as rlbp_audit
 from litrepro.rlbp import experiment as ex
@@ -34,12 +31,6 @@ def data():
     return json.loads(dg.PATH.read_text())
 
 
-def test_diagnosis_is_current_with_its_sources_and_parameters(data):
-    stale = sorted(k for k, v in dg.source_hashes().items() if data["provenance"]["source_sha256"].get(k) != v)
-    assert not stale, f"diagnosis.json is stale for {stale}: run `make rlbp-diagnosis`"
-    assert data["provenance"]["parameters"] == {k: v for k, v in dataclasses.asdict(RLBPConfig()).items() if k != "seed"}
-
-
 def test_diagnosis_is_complete_checked_and_recomputes(data):
     assert data["n_seeds"] >= 20 and [r["seed"] for r in data["per_seed"]] == data["seeds"]
     assert [a["arm"] for a in data["summary"]["arms"]] == list(dg.ARMS)
@@ -51,10 +42,12 @@ def test_diagnosis_is_complete_checked_and_recomputes(data):
 
 
 def _current(path):
-    """The committed study at ``path`` if it was made by the current sources, else skip (its own freshness test
-    in tests/test_rlbp_study.py fails then; the comparison waits until it is re-run)."""
+    """The committed study at ``path`` if it was made by the current sources, else skip (its freshness test
+    in tests/test_studies.py fails then; the comparison waits until it is re-run)."""
+    from litrepro import studyrunner
+
     other = json.loads(path.read_text())
-    stale = sorted(k for k, v in study.source_hashes().items() if other["provenance"]["source_sha256"].get(k) != v)
+    stale = studyrunner.stale(studyrunner.get("rlbp-study"), other)
     if stale:
         pytest.skip(f"{path.name} is stale for {stale[:3]}: run `make rlbp-study`, then compare")
     return other
@@ -241,17 +234,16 @@ def test_holm_matches_its_formula_on_hand_made_p_values(monkeypatch):
     assert out["a"]["reads"] == "higher" and out["b"]["reads"] == "no detectable difference"
 
 
-def test_the_study_script_writes_nothing_when_a_seed_fails(monkeypatch, tmp_path):
-    spec = importlib.util.spec_from_file_location("rdiag", ROOT / "studies" / "rlbp_diagnosis.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+def test_the_study_writes_nothing_when_a_seed_fails(monkeypatch, tmp_path):
+    from litrepro import studyrunner
+
     rows = {r["seed"]: r for r in _rows({}, seeds=(42, 43))}
     rows[43]["arms"]["gamma_0"]["checks"]["c"] = False
     monkeypatch.setattr(dg, "run_seed", lambda seed: rows[seed])
-    monkeypatch.setattr(dg, "PATH", tmp_path / "diagnosis.json")
-    monkeypatch.setattr(dg, "PLOT", tmp_path / "diagnosis.png")
-    assert script.main(["--seeds", "42-43", "--jobs", "1"]) == 1
-    assert not list(tmp_path.iterdir())
+    out = tmp_path / "out"
+    assert studyrunner.run(studyrunner.get("rlbp-diagnosis"), seeds=[42, 43], jobs=1, out=out,
+                           state_root=tmp_path / "state", progress=False) == 1
+    assert not out.exists()
 
 
 # --- Mechanisms on a tiny world ---------------------------------------------------------------------

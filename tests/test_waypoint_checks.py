@@ -336,13 +336,11 @@ def test_effect_study_hashes_see_a_changed_default(monkeypatch):
     assert effect_study.source_hashes()["WaypointConfig defaults"] != before
 
 
-def test_effect_study_is_current_and_complete():
-    """The committed effect_study.json was made by the current sources (checked by hash, not re-run)."""
+def test_effect_study_is_complete():
+    """The committed effect_study.json holds every condition and comparison (its freshness: tests/test_studies.py)."""
     if not effect_study.PATH.exists():
         pytest.fail(f"{effect_study.PATH} is missing: run `make effect-study`")
     data = json.loads(effect_study.PATH.read_text())
-    stale = sorted(k for k, v in effect_study.source_hashes().items() if data["source_sha256"].get(k) != v)
-    assert not stale, f"effect_study.json is stale for {stale}: run `make effect-study`"
     assert data["n_seeds"] >= 12 and effect_study.PLOT.exists()
     rows = data["differences"]
     assert {r["comparison"] for r in rows} >= {"waypoint - final_only", "waypoint - shuffled", "shuffled - final_only",

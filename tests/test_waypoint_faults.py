@@ -599,18 +599,14 @@ def test_study_refuses_a_seed_whose_checks_failed(corpus_path, one_condition, mo
     assert "final_only.gate_kind_matches_arm" in effect_study.failed_checks(faulty[0])
     with pytest.raises(effect_study.StudyRefused, match="seed 43 .*final_only.gate_kind_matches_arm"):
         effect_study.summarise(clean + faulty)
-    # ... and the study script writes nothing.
-    import importlib.util
+    # ... and the study, run by the runner, writes nothing.
+    from litrepro import studyrunner
 
-    from litrepro.paths import ROOT
-    spec = importlib.util.spec_from_file_location("wstudy", ROOT / "studies" / "waypoint_effect_study.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    monkeypatch.setattr(effect_study, "PATH", tmp_path / "effect_study.json")
-    monkeypatch.setattr(effect_study, "PLOT", tmp_path / "effect_study.png")
     monkeypatch.setenv("LITREPRO_CORPUS", str(corpus_path))
-    assert script.main(["--seeds", "42-43", "--steps", "1", "--eval-prompts", "16"]) == 1
-    assert not list(tmp_path.iterdir())
+    out = tmp_path / "out"
+    assert studyrunner.run(studyrunner.get("effect-study"), seeds=[42, 43], options={"steps": 1, "eval_prompts": 16},
+                           jobs=1, out=out, state_root=tmp_path / "state", progress=False) == 1
+    assert not out.exists()
 
 
 @pytest.mark.guards("comparison_arms_paired")

@@ -401,6 +401,19 @@ def main(argv: list[str] | None = None) -> int:
         except (LitreproError, OSError) as err:      # OSError: a page that cannot be written
             print(one_line(f"litrepro: error: {err}"), file=sys.stderr)
             return 2
+    if argv[:1] == ["study"]:   # a many-seed study as jobs of the runner: litrepro.studyrunner
+        from litrepro.studyrunner import main as study_main
+        try:
+            return study_main(argv[1:])
+        except LitreproError as err:
+            print(one_line(f"litrepro: error: {err}"), file=sys.stderr)
+            return 2
+        except OSError as err:
+            print(one_line(f"litrepro: error: {err}"), file=sys.stderr)
+            return 2 if err.errno == errno.ENAMETOOLONG else 1
+        except KeyboardInterrupt:
+            print("litrepro: interrupted", file=sys.stderr)
+            return 130
     args = build_parser().parse_args(argv)
     try:
         return cmd_run(args) if args.command == "run" else cmd_fetch(args)

@@ -28,7 +28,7 @@ C = TypeVar("C")
 #: :func:`validate` applies the bound of each field a config has (on top of the config's own range),
 #: so a value from the parameter file, ``--set`` or a notebook's parameters cell is refused up front,
 #: with one line naming the parameter and its bound, before any work.  Each bound is at least 10x the
-#: largest value the parameter files, notebooks and ``studies/`` use (``tests/test_params.py`` checks it).
+#: largest value the parameter files, notebooks and the studies use (``tests/test_params.py`` checks it).
 UPPER_BOUNDS: dict[str, int] = {
     # pinterest_rlbp (defaults: 256, 24, 6, 32, 4, 4, 64, 600, 256, 50, 3, 400, 256; the study uses 16 logged days)
     "n_campaigns": 65_536,

@@ -532,7 +532,10 @@ def records_table(records: list[dict], table_id: str) -> str:
 
 def study_pages(src: Path) -> list[str]:
     """studies/<method>-<study>.md per study JSON, and studies/index.md; returns ["studies/index"]."""
+    from litrepro.studyrunner import registry
+
     pages, figures_used = [], set()
+    declared = {rel: study for study in registry().values() for rel in study.outputs}
     for method in METHODS:
         for path in sorted((RENDERED / method).glob("*.json")):
             if path.name == "summary.json" or path.name.startswith("seed-"):
@@ -544,9 +547,16 @@ def study_pages(src: Path) -> list[str]:
             folder = src / "studies"
             folder.mkdir(parents=True, exist_ok=True)
             repo_copy(path, folder / f"{name}.json")
-            lines = [f"# `{method}`: {path.stem.replace('_', ' ')}", "",
+            study = declared.get(f"{method}/{path.name}")
+            title = study.title if study else path.stem.replace("_", " ")
+            lines = [f"# `{method}`: {title}", "",
                      f"Everything below is generated from [`rendered/{method}/{path.name}`]({name}.json) "
                      "when the book is built.", ""]
+            if study is not None:                        # what the study's declaration says of it
+                lines += [f"{study.summary} Written by the study `{study.name}` (`make {study.make_target}`, "
+                          f"`python -m litrepro study {study.name}`); its code is `{study.module}` and its "
+                          "declaration is in `litrepro.studies` (see docs/running.md, \"The many-seed studies\").",
+                          ""]
             figure = path.with_suffix(".png")
             if figure.is_file():
                 repo_copy(figure, folder / f"{name}.png")

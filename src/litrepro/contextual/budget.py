@@ -1,6 +1,6 @@
 """The backup, budget and diagnosis studies of ``pinterest_rlbp`` re-run in the ``contextual`` market (issue 29, item 6).
 
-``make rlbp-contextual-budget`` (``studies/rlbp_contextual_budget.py``).  The seed-market studies
+``make rlbp-contextual-budget`` (``python -m litrepro study rlbp-contextual-budget``).  The seed-market studies
 (``rlbp-budget``, ``rlbp-diagnosis``) asked whether the learned bidder beats the fixed gain once its critic
 has converged, which backup it needs, and whether a no-change arm moves as much as the arms do.  There the
 market rewards "larger gains" and nothing else.  Here the same questions are asked where the best gain
@@ -343,28 +343,24 @@ COMPUTING = ("BudgetSettings", "arm_name", "_fit", "run_seed", "rule_budget", "w
              "shared_arms", "replication", "summarise", "check_intervals", "refuse_or_summarise")
 
 
-def source_hashes() -> dict[str, str]:
-    """The rlbp pipeline's sources, the contextual market's, the script, the contextual study's functions this
-    study calls (``_days``, ``_same``, ``_hash``), and this module's computing functions and constants."""
+def source_hashes(study: str = "rlbp-contextual-budget") -> dict[str, str]:
+    """The rlbp pipeline's sources, the contextual market's, study ``study``'s declaration, the contextual study's
+    functions this study calls (``_days``, ``_same``, ``_hash``), and this module's computing functions and constants."""
     from litrepro.contextual import study as cs
     from litrepro.rlbp.study import source_hashes as rlbp_hashes
 
     out = dict(rlbp_hashes())
-    for rel in ("src/litrepro/contextual/market.py", "src/litrepro/contextual/oracle.py",
-                "studies/rlbp_contextual_budget.py"):
+    for rel in ("src/litrepro/contextual/market.py", "src/litrepro/contextual/oracle.py"):
         out[rel] = hashlib.sha256((ROOT / rel).read_bytes()).hexdigest()
+    from litrepro.studies import declaration_hashes
+
+    out.update(declaration_hashes(study))                # study ``study``'s declaration (jobs and summary)
     this = globals()
     code = "".join(inspect.getsource(this[name]) for name in COMPUTING) + "".join(
         inspect.getsource(getattr(cs, name)) for name in ("_days", "_same", "_hash")) + json.dumps(
         [BACKUPS, ARMS, BASELINES, VERSUS, SHARED_ARMS, TOL, dataclasses.asdict(ContextualSettings())], sort_keys=True)
     out["contextual budget study computing functions and constants"] = hashlib.sha256(code.encode()).hexdigest()
     return out
-
-
-def stale(data: Mapping[str, Any]) -> list[str]:
-    """Sources whose hash differs from the committed JSON's."""
-    now, then = source_hashes(), data["provenance"]["source_sha256"]
-    return sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
 
 
 def load(path: Path = PATH) -> dict[str, Any]:

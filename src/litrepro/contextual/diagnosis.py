@@ -1,6 +1,6 @@
 """The seed market's one-factor diagnosis arms re-run in the ``contextual`` market (issue 29, item 6).
 
-``make rlbp-contextual-diagnosis`` (``studies/rlbp_contextual_diagnosis.py``).  The seed market's diagnosis
+``make rlbp-contextual-diagnosis`` (``python -m litrepro study rlbp-contextual-diagnosis``).  The seed market's diagnosis
 (:mod:`litrepro.rlbp.diagnosis`) changes one part of the critic or the actor at a time.  Its arms that are TD
 regressions on the logged data run here unchanged (:data:`ARMS`, the same config changes); the placebo, the
 operator arm (expected SARSA under mu) and the budget arm are in :mod:`litrepro.contextual.budget`.  The
@@ -179,20 +179,12 @@ COMPUTING = ("run_seed", "comparisons", "_joined", "summarise", "check_intervals
 
 
 def source_hashes() -> dict[str, str]:
-    """The budget study's sources (:func:`litrepro.contextual.budget.source_hashes`), the script, and this
+    """The budget study's sources (:func:`litrepro.contextual.budget.source_hashes`), this study's declaration, and this
     module's computing functions and constants."""
-    out = dict(cb.source_hashes())
-    out.pop("studies/rlbp_contextual_budget.py", None)
-    rel = "studies/rlbp_contextual_diagnosis.py"
-    out[rel] = hashlib.sha256((ROOT / rel).read_bytes()).hexdigest()
+    out = dict(cb.source_hashes(study="rlbp-contextual-diagnosis"))   # with this study's declaration
     code = "".join(inspect.getsource(globals()[n]) for n in COMPUTING) + json.dumps([ARMS, BUDGETS, TOL], sort_keys=True)
     out["contextual diagnosis computing functions and constants"] = hashlib.sha256(code.encode()).hexdigest()
     return out
-
-
-def stale(data: Mapping[str, Any]) -> list[str]:
-    now, then = source_hashes(), data["provenance"]["source_sha256"]
-    return sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
 
 
 def load(path: Path = PATH) -> dict[str, Any]:

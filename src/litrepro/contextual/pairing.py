@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -42,9 +41,12 @@ def _sha(rel: str, root: Path) -> str:
     return hashlib.sha256((root / rel).read_bytes()).hexdigest()
 
 
+MODULE = "src/litrepro/contextual/pairing.py"
+
+
 def source_hashes(root: Path = ROOT) -> dict[str, str]:
     """The two input files and this module: the output is stale when any of them changes."""
-    return {rel: _sha(rel, root) for rel in (BUDGET, STUDY, "src/litrepro/contextual/pairing.py")}
+    return {rel: _sha(rel, root) for rel in (BUDGET, STUDY, MODULE)}
 
 
 def pair(budget: Mapping[str, Any], study: Mapping[str, Any]) -> dict[str, Any]:
@@ -77,34 +79,19 @@ def pair(budget: Mapping[str, Any], study: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def build(root: Path = ROOT) -> dict[str, Any]:
-    budget = json.loads((root / BUDGET).read_text(encoding="utf-8"))
-    study = json.loads((root / STUDY).read_text(encoding="utf-8"))
-    return {**pair(budget, study), "source_sha256": source_hashes(root),
+    return build_from(root / BUDGET, root / STUDY)
+
+
+def build_from(budget_path: Path, study_path: Path) -> dict[str, Any]:
+    """The pairing of the two studies at these paths, with their sha256 (under their repository names) and this
+    module's: the committed file is stale when any of them changes."""
+    budget_raw, study_raw = Path(budget_path).read_bytes(), Path(study_path).read_bytes()
+    hashes = {BUDGET: hashlib.sha256(budget_raw).hexdigest(), STUDY: hashlib.sha256(study_raw).hexdigest(),
+              MODULE: _sha(MODULE, ROOT)}
+    return {**pair(json.loads(budget_raw), json.loads(study_raw)), "source_sha256": hashes,
             "about": "learned arm minus table policy, paired by seed over the two contextual studies "
                      "(litrepro.contextual.pairing); our reconstruction, like both studies"}
 
 
 def row(data: Mapping[str, Any], arm: str, against: str, part: str) -> Mapping[str, Any]:
     return next(r for r in data["rows"] if (r["arm"], r["against"], r["part"]) == (arm, against, part))
-
-
-def stale(data: Mapping[str, Any], root: Path = ROOT) -> list[str]:
-    now, then = source_hashes(root), data.get("source_sha256", {})
-    return sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
-
-
-def main(argv: list[str] | None = None) -> int:
-    from litrepro import atomic
-
-    try:
-        out = build()
-    except (OSError, ValueError, KeyError) as err:
-        print(f"contextual pairing: {err}", file=sys.stderr)
-        return 2
-    atomic.write_json(ROOT / PATH, out)
-    print(f"wrote {PATH} ({len(out['rows'])} paired intervals over {len(out['seeds'])} seeds)")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

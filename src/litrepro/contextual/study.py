@@ -389,24 +389,21 @@ COMPUTING = ("StudySettings", "_days", "_trajectories", "logged_trajectories", "
 
 def source_hashes() -> dict[str, str]:
     """The study's sources: the rlbp pipeline's (:func:`litrepro.rlbp.study.source_hashes`), the contextual
-    package's computing modules, the script, and this module's computing functions and constants."""
+    package's computing modules, the study's declaration, and this module's computing functions and constants."""
     from litrepro.rlbp.study import source_hashes as rlbp_hashes
 
     out = dict(rlbp_hashes())
     for rel in ("src/litrepro/contextual/market.py", "src/litrepro/contextual/oracle.py",
-                "src/litrepro/contextual/ope.py", "studies/rlbp_contextual.py"):
+                "src/litrepro/contextual/ope.py"):
         out[rel] = hashlib.sha256((ROOT / rel).read_bytes()).hexdigest()
+    from litrepro.studies import declaration_hashes
+
+    out.update(declaration_hashes("rlbp-contextual"))
     this = globals()
     code = "".join(inspect.getsource(this[name]) for name in COMPUTING) + json.dumps(
         [ESTIMATORS, ORACLES, TOL, dataclasses.asdict(ContextualSettings())], sort_keys=True)
     out["contextual study computing functions and constants"] = hashlib.sha256(code.encode()).hexdigest()
     return out
-
-
-def stale(data: Mapping[str, Any]) -> list[str]:
-    """Sources whose hash differs from the committed JSON's."""
-    now, then = source_hashes(), data["provenance"]["source_sha256"]
-    return sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
 
 
 def load(path: Path = PATH) -> dict[str, Any]:

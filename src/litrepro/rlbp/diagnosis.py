@@ -50,7 +50,7 @@ No arm is dropped by an outcome check (:data:`OUTCOME_CHECKS`): a seed on which 
 is flagged, and the arm gets its interval with and without the flagged seeds.  A failed
 integrity check (a replay, a setting, a stream) refuses the study (:class:`StudyRefused`).
 
-The study (``studies/rlbp_diagnosis.py``, ``make rlbp-diagnosis``) pairs every arm by seed
+The study (``python -m litrepro study rlbp-diagnosis``, ``make rlbp-diagnosis``) pairs every arm by seed
 with the fixed gain and with ``max_min`` (paired 95% t intervals), gives the one-factor
 ablation table (:data:`ABLATIONS`) with Holm-adjusted intervals beside the raw ones
 (:mod:`litrepro.holm`), reports each arm's action distribution on the evaluation days and
@@ -1083,19 +1083,22 @@ COMPUTING = ("_tile_campaigns", "_tile_draws", "switch_policy", "counterfactuals
              "_with_verdict")
 
 
-def source_hashes() -> dict[str, str]:
+def source_hashes(study: str = "rlbp-diagnosis") -> dict[str, str]:
     """The backup study's sources (:func:`litrepro.rlbp.study.source_hashes`, the rlbp package less its display
-    code), with the study script, ``stats.py``, and this module represented by its computing functions and
-    constants (:data:`COMPUTING`), so that editing the findings' wording or the figure does not mark it stale."""
+    code), ``stats.py``, study ``study``'s declaration (:func:`litrepro.studies.declaration_hashes`), and this
+    module represented by its computing functions and constants (:data:`COMPUTING`), so that editing the
+    findings' wording or the figure does not mark it stale.  The budget study builds on these with its own
+    declaration."""
     import inspect
     import json
 
     from litrepro.rlbp.study import source_hashes as study_hashes
+    from litrepro.studies import declaration_hashes
 
     out = {k: v for k, v in study_hashes().items() if not k.endswith("rlbp/diagnosis.py")}
-    for name in ("studies/rlbp_diagnosis.py", "src/litrepro/stats.py", "src/litrepro/rlbp/study.py",
-                 "src/litrepro/holm.py"):
+    for name in ("src/litrepro/stats.py", "src/litrepro/rlbp/study.py", "src/litrepro/holm.py"):
         out[name] = hashlib.sha256((ROOT / name).read_bytes()).hexdigest()
+    out.update(declaration_hashes(study))
     this = globals()
     code = "".join(inspect.getsource(this[name]) for name in COMPUTING) + json.dumps(
         [ARMS, MARGIN_OF, BEST_CONSTANT, REPLAY_TOLERANCE, CRITIC_FIGURES, OUTCOME_CHECKS, RESEEDED, ABLATIONS, FQE],

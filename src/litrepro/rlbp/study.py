@@ -5,7 +5,7 @@ for every critic backup (``max_min``, the seed's, and our ``fused_greedy``, ``po
 and ``none``), on the same campaigns, logged data and evaluation days, with common
 random numbers; it also scores the nine constant actions on those days (the headroom).
 A second pass repeats ``max_min`` and the best other backup with more logged days.
-``studies/rlbp_policy_study.py`` writes, into ``rendered/pinterest_rlbp/``:
+``python -m litrepro study rlbp-study`` writes, into ``rendered/pinterest_rlbp/``:
 
 * ``policy_comparison.json``: the seed's backup, learned vs each baseline and IPS - truth;
 * ``lambda_frontier.json``: value and CPC overshoot per lambda, with paired intervals

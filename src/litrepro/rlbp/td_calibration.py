@@ -4,7 +4,7 @@ The seed file records ``td_loss_before`` 0.0231 +- 0.0136 and ``td_loss_after``
 0.0208 +- 0.0123 (n = 3), and on every seed after / before = 0.9025 = 0.95^2 to
 machine precision.  Our pipeline's figures are about 6 and 0.5.  This module runs
 two experiments on the pipeline's own data, critic and training (``make
-rlbp-td-calibration``; ``studies/rlbp_td_calibration.py`` writes
+rlbp-td-calibration``; ``python -m litrepro study rlbp-td-calibration`` writes
 ``rendered/pinterest_rlbp/td_calibration.json``).  Both are our reconstruction: the
 seed file says nothing about its units or its update, so the hypotheses are ours.
 

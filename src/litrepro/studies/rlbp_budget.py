@@ -1,6 +1,6 @@
 """The learned bidder against the critic's training budget, and against the baselines a practitioner uses.
 
-``make rlbp-budget`` (``studies/rlbp_budget.py``).  The seed runs train the critic for 600
+``make rlbp-budget`` (``python -m litrepro study rlbp-budget``).  The seed runs train the critic for 600
 steps; an independent review found that at 3000 steps the learned ``max_min`` policy is
 above the fixed gain.  This study shows the outcome against the budget before reading a
 verdict off one budget.  Per seed, on the same world, logged data, evaluation days and
@@ -37,7 +37,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from litrepro.paths import RENDERED, ROOT
+from litrepro.paths import RENDERED
 
 PATH = RENDERED / "pinterest_rlbp" / "budget_study.json"
 PLOT = PATH.with_suffix(".png")
@@ -374,11 +374,10 @@ COMPUTING = ("arm_name", "grid_table", "run_seed", "converged_budget", "integrit
 
 def source_hashes() -> dict[str, str]:
     """The diagnosis's sources (the rlbp package less its display code, ``stats.py``, the diagnosis's computing
-    functions), the study script, and this module's computing functions and constants."""
+    functions), this study's declaration, and this module's computing functions and constants."""
     from litrepro.rlbp.diagnosis import source_hashes as diagnosis_hashes
 
-    out = {k: v for k, v in diagnosis_hashes().items() if k != "studies/rlbp_diagnosis.py"}
-    out["studies/rlbp_budget.py"] = hashlib.sha256((ROOT / "studies/rlbp_budget.py").read_bytes()).hexdigest()
+    out = diagnosis_hashes(study="rlbp-budget")            # with this study's declaration, not the diagnosis's
     this = globals()
     code = "".join(inspect.getsource(this[name]) for name in COMPUTING) + json.dumps(
         [BACKUPS, BUDGETS, SEED_BUDGET, SCALING, SCALING_BACKUPS, sorted(BASELINES)], sort_keys=True)

@@ -105,7 +105,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import torch
 
-from litrepro.paths import RENDERED, ROOT
+from litrepro.paths import RENDERED
 
 F64 = torch.float64
 FORMAT_VERSION = 1
@@ -770,15 +770,17 @@ COMPUTING = ("LoggedExport", "_episode_order", "export_logged", "check_export", 
 
 def source_hashes() -> dict[str, str]:
     """The sources of the cross-check's numbers.  They are the pipeline's (:func:`litrepro.rlbp.study.source_hashes`:
-    the rlbp package less its display code and other studies' modules, plus ``stats.py``), the study script, and
+    the rlbp package less its display code and other studies' modules, plus ``stats.py``), the study's declaration, and
     this module's computing functions and constants (:data:`COMPUTING`).  So editing the findings' wording or the
     figure does not mark it stale."""
     import inspect
 
     from litrepro.rlbp.study import source_hashes as study_hashes
 
+    from litrepro.studies import declaration_hashes
+
     out = dict(study_hashes())
-    out["studies/rlbp_d3rlpy.py"] = hashlib.sha256((ROOT / "studies/rlbp_d3rlpy.py").read_bytes()).hexdigest()
+    out.update(declaration_hashes("rlbp-d3rlpy"))
     this = globals()
     code = "".join(inspect.getsource(this[name]) for name in COMPUTING) + json.dumps(
         [FORMAT_VERSION, FIELDS, ALGOS, FORMULA_TOLERANCE, BASELINES], sort_keys=True)

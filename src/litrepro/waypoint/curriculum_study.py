@@ -29,7 +29,7 @@ PLOT = PATH.with_suffix(".png")
 SOURCES = ("src/litrepro/waypoint/model.py", "src/litrepro/waypoint/opd.py", "src/litrepro/waypoint/teacher.py",
            "src/litrepro/waypoint/experiment.py", "src/litrepro/waypoint/audit.py", "src/litrepro/waypoint/transfer.py",
            "src/litrepro/waypoint/transfer_audit.py", "src/litrepro/waypoint/curriculum.py",
-           "src/litrepro/stats.py", "studies/waypoint_curriculum.py")
+           "src/litrepro/stats.py")
 #: This module's (and the transfer study's ``holm``) computing functions, hashed on their own so that
 #: wording, figure and findings edits do not mark the study stale.
 COMPUTING = ("run_seed", "odd_lowercase_mass", "_metrics", "summarise", "_check")
@@ -49,7 +49,7 @@ def source_hashes() -> dict[str, str]:
 
     from litrepro.waypoint import effect_study, transfer_study
 
-    out = effect_study.source_hashes(SOURCES)
+    out = effect_study.source_hashes(SOURCES, "waypoint-curriculum")
     code = "".join(inspect.getsource(globals()[name]) for name in COMPUTING) + inspect.getsource(transfer_study.holm)
     code += json.dumps([RL_LR, ARMS, METRICS, COMPARISONS, PRIMARY], sort_keys=True)
     out["curriculum_study computing functions and constants"] = hashlib.sha256(code.encode()).hexdigest()

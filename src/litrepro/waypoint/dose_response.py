@@ -30,7 +30,7 @@ Every row carries its seed's checks, as the effect study's do (teacher pretraini
 every RL update replayed, the arms paired, each arm's first update and evaluation against
 the reference); :func:`summarise` refuses (:class:`StudyRefused`) when one failed, and
 :func:`check_differences` recomputes every interval and spread with a plain loop over
-seeds and refuses a mismatch.  ``studies/waypoint_dose_response.py`` (``make dose-response``)
+seeds and refuses a mismatch.  ``python -m litrepro study dose-response`` (``make dose-response``)
 writes ``rendered/waypoint_opd/dose_response.json`` with the sha256 of every source it ran
 on (:func:`source_hashes`), and ``dose_response.png``.
 """
@@ -55,8 +55,7 @@ PLOT = PATH.with_suffix(".png")
 #: wording, the table or the figure does not mark the study stale.
 SOURCES = ("src/litrepro/waypoint/diagnostics.py", "src/litrepro/waypoint/experiment.py",
            "src/litrepro/waypoint/model.py", "src/litrepro/waypoint/opd.py", "src/litrepro/waypoint/teacher.py",
-           "src/litrepro/waypoint/effect_study.py", "src/litrepro/waypoint/audit.py", "src/litrepro/stats.py",
-           "studies/waypoint_dose_response.py")
+           "src/litrepro/waypoint/effect_study.py", "src/litrepro/waypoint/audit.py", "src/litrepro/stats.py")
 COMPUTING = ("run_seed", "refuse_failed", "_levels_in", "summarise", "check_differences", "level_means")
 #: The dose: the teacher RL's SGD learning rate (level name -> rate).  0.2 is the seed's (the calibrated teacher).
 LEVELS = {"rl_lr_0.2": 0.2, "rl_lr_1": 1.0, "rl_lr_3": 3.0, "rl_lr_10": 10.0, "rl_lr_30": 30.0}
@@ -78,7 +77,7 @@ def source_hashes() -> dict[str, str]:
 
     from litrepro.waypoint import effect_study
 
-    out = effect_study.source_hashes(SOURCES)
+    out = effect_study.source_hashes(SOURCES, "dose-response")
     this = globals()
     code = "".join(inspect.getsource(this[name]) for name in COMPUTING) + json.dumps(
         [LEVELS, PRETRAIN_LR, START, METRICS, COMPARISONS], sort_keys=True)

@@ -80,28 +80,21 @@ PATH = "rendered/waypoint_opd/effect_holm.json"
 
 
 def build(root=None) -> dict[str, Any]:
-    """The JSON ``make effect-holm`` commits: every adjusted row, and the sha256 of the effect study it reads, so
-    that a test can tell when it is stale (and the reader-side check can read the Holm bounds it prints)."""
-    import hashlib
-    import json
+    """The JSON ``make effect-holm`` commits, from the effect study under ``root`` (default: the repository)."""
     from pathlib import Path
 
     from litrepro.paths import ROOT
 
-    path = Path(root or ROOT) / EFFECT
-    return {"source": EFFECT, "source_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
-            "alpha": 0.05, "rows": adjusted_rows(json.loads(path.read_text()))}
+    return build_from(Path(root or ROOT) / EFFECT)
 
 
-def main() -> int:
-    """Write ``rendered/waypoint_opd/effect_holm.json`` atomically (seconds: it reads the committed study only)."""
-    from litrepro import atomic
-    from litrepro.paths import ROOT
+def build_from(path) -> dict[str, Any]:
+    """Every adjusted row of the effect study at ``path``, and that file's sha256, so that a test can tell when
+    it is stale (and the reader-side check can read the Holm bounds it prints)."""
+    import hashlib
+    import json
+    from pathlib import Path
 
-    atomic.write_json(ROOT / PATH, build())
-    print(f"wrote {PATH}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    raw = Path(path).read_bytes()
+    return {"source": EFFECT, "source_sha256": hashlib.sha256(raw).hexdigest(), "alpha": 0.05,
+            "rows": adjusted_rows(json.loads(raw))}

@@ -4,7 +4,7 @@ For each seed, both RL noise levels (``teacher_rl_rollouts``) and both student
 starts, the five arms of :func:`litrepro.waypoint.experiment.compare_arms` run
 from the same student, on the same prompts and random streams.  Each comparison
 ``A - B`` is a per-seed difference d_s, summarised by its mean and 95% Student-t
-interval (:func:`litrepro.stats.paired_ci`).  ``studies/waypoint_effect_study.py``
+interval (:func:`litrepro.stats.paired_ci`).  ``python -m litrepro study effect-study``
 runs it (``make effect-study``) and writes ``rendered/waypoint_opd/effect_study.json``
 with the sha256 of every source file it ran on, so a test can tell that the
 committed file is current without re-running it.
@@ -36,8 +36,7 @@ PLOT = PATH.with_suffix(".png")
 #: so that edits of their bounds or of the download code do not mark the study stale.
 SOURCES = ("src/litrepro/waypoint/diagnostics.py", "src/litrepro/waypoint/experiment.py",
            "src/litrepro/waypoint/model.py", "src/litrepro/waypoint/opd.py", "src/litrepro/waypoint/teacher.py",
-           "src/litrepro/waypoint/effect_study.py", "src/litrepro/waypoint/audit.py", "src/litrepro/stats.py",
-           "studies/waypoint_effect_study.py")
+           "src/litrepro/waypoint/effect_study.py", "src/litrepro/waypoint/audit.py", "src/litrepro/stats.py")
 #: Teacher pretraining: the calibrated learning rate, and 0.05, whose teacher the RL moves far more.
 TEACHERS = {"calibrated": 0.015, "strong": 0.05}
 STARTS = ("independent", "waypoint0")
@@ -54,12 +53,14 @@ class StudyRefused(ValueError):
     """A check failed on some seed (or its arms were not paired): no interval is computed."""
 
 
-def source_hashes(sources: tuple[str, ...] = SOURCES) -> dict[str, str]:
-    """sha256 of each file in ``sources`` (default :data:`SOURCES`), of the config's defaults and of the
-    corpus loading code (the dose-response study adds its own entries to these)."""
+def source_hashes(sources: tuple[str, ...] = SOURCES, study: str = "effect-study") -> dict[str, str]:
+    """sha256 of each file in ``sources`` (default :data:`SOURCES`), of the config's defaults, of the
+    corpus loading code and of study ``study``'s declaration (its jobs and summary,
+    :func:`litrepro.studies.declaration_hashes`); the other waypoint studies add their own entries to these."""
     import dataclasses
     import inspect
 
+    from litrepro.studies import declaration_hashes
     from litrepro.waypoint import corpus
     from litrepro.waypoint.config import WaypointConfig
 
@@ -68,6 +69,7 @@ def source_hashes(sources: tuple[str, ...] = SOURCES) -> dict[str, str]:
     out["WaypointConfig defaults"] = hashlib.sha256(defaults.encode()).hexdigest()
     code = inspect.getsource(corpus.Corpus) + inspect.getsource(corpus.load)
     out["corpus.Corpus + corpus.load"] = hashlib.sha256(code.encode()).hexdigest()
+    out.update(declaration_hashes(study))
     return out
 
 

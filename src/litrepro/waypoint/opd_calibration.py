@@ -39,8 +39,7 @@ from litrepro.paths import ROOT
 PATH = ROOT / "rendered" / "waypoint_opd" / "opd_calibration.json"
 SOURCES = ("src/litrepro/waypoint/model.py", "src/litrepro/waypoint/opd.py", "src/litrepro/waypoint/teacher.py",
            "src/litrepro/waypoint/experiment.py", "src/litrepro/waypoint/audit.py", "src/litrepro/calibration.py",
-           "src/litrepro/waypoint/calibration.py", "src/litrepro/waypoint/opd_calibration.py",
-           "studies/waypoint_opd_calibration.py")
+           "src/litrepro/waypoint/calibration.py", "src/litrepro/waypoint/opd_calibration.py")
 #: Explaining arms: overrides of the notebook's defaults.  ``as_is`` is the notebook.
 ARMS: dict[str, dict[str, Any]] = {
     "as_is": {},
@@ -64,7 +63,7 @@ RECORDED_SETTINGS = {"teacher_rl_audit.learning_rate": 0.2, "teacher_rl_audit.up
 def source_hashes() -> dict[str, str]:
     from litrepro.waypoint import effect_study
 
-    return effect_study.source_hashes(SOURCES)
+    return effect_study.source_hashes(SOURCES, "waypoint-opd-calibration")
 
 
 def run_seed(seed: int, arm: str, *, corpus, device) -> dict[str, Any]:

@@ -64,16 +64,17 @@ PATH = ROOT / "rendered" / "waypoint_opd" / "transfer_study.json"
 PLOT = PATH.with_suffix(".png")
 SOURCES = ("src/litrepro/waypoint/model.py", "src/litrepro/waypoint/opd.py", "src/litrepro/waypoint/teacher.py",
            "src/litrepro/waypoint/experiment.py", "src/litrepro/waypoint/audit.py", "src/litrepro/waypoint/effect_study.py",
-           "src/litrepro/waypoint/transfer.py", "src/litrepro/waypoint/transfer_audit.py", "src/litrepro/stats.py",
-           "studies/waypoint_transfer.py")
+           "src/litrepro/waypoint/transfer.py", "src/litrepro/waypoint/transfer_audit.py", "src/litrepro/stats.py")
 #: The per-seed code (what ``per_seed`` depends on) and the summary code (what is derived from ``per_seed``), hashed
-#: apart so that a summary-only change can be re-derived from the committed rows (``studies/waypoint_transfer.py
-#: --resummarise``), and a per-seed change cannot.
+#: apart so that a summary-only change can be re-derived from the committed rows (``python -m litrepro study
+#: waypoint-transfer --resummarise``), and a per-seed change cannot.
 PER_SEED_COMPUTING = ("run_seed", "_arm_metrics")
 SUMMARY_COMPUTING = ("refuse_failed", "summarise", "_metric_values", "check_summary", "holm", "_frontier_rows",
                      "_plain_frontier", "_chord_errors", "_interval")
 COMPUTING = PER_SEED_COMPUTING + SUMMARY_COMPUTING
 SUMMARY_HASH = "transfer_study summary functions and constants"
+#: The study declaration's summary (``litrepro.studies.waypoint.transfer_summary``): summary code too.
+SUMMARY_DECLARATION = "study waypoint-transfer declaration: summary"
 PRIMARY = {"arm": "final_only", "metric": "tf_final", "threshold": 0.5,
            "statement": "final-only OPD's transfer fraction at the last update; met when the 95% interval's "
                         "lower bound is at least 0.5"}
@@ -92,7 +93,7 @@ def source_hashes() -> dict[str, str]:
 
     from litrepro.waypoint import effect_study
 
-    out = effect_study.source_hashes(SOURCES)
+    out = effect_study.source_hashes(SOURCES, "waypoint-transfer")
     this = globals()
     per_seed = "".join(inspect.getsource(this[name]) for name in PER_SEED_COMPUTING)
     summary = "".join(inspect.getsource(this[name]) for name in SUMMARY_COMPUTING) + json.dumps(
@@ -470,7 +471,7 @@ def resummarise(data: Mapping[str, Any], *, allow: frozenset[str] = frozenset())
     hashes = source_hashes()
     old = data.get("source_sha256", {})
     changed = sorted(k for k in set(hashes) | set(old) if hashes.get(k) != old.get(k)
-                     and k != SUMMARY_HASH and k not in allow)
+                     and k not in (SUMMARY_HASH, SUMMARY_DECLARATION) and k not in allow)
     if changed:
         raise StudyRefused(f"transfer study not re-summarised: what its per-seed rows depend on changed "
                            f"({', '.join(changed)}); re-run it (make waypoint-transfer)")

@@ -1,16 +1,15 @@
 """Re-draw the committed figures from the committed JSON, without re-running a study or a seed.
 
-    python studies/replot.py [--only NAME ...] [--out FOLDER]
+    python -m litrepro.replot [--only NAME ...] [--out FOLDER]      (make replot)
 
 After a merge changes a figure's code (or a study's JSON arrives from another branch), this
 brings every PNG in ``rendered/`` in line with the JSON beside it, in a few seconds:
 
-* ``pinterest_rlbp/``: ``policy_comparison.png``, ``lambda_frontier.png``, ``backup_study.png``
-  (from ``policy_comparison.json``, ``lambda_frontier.json``, ``backup_study.json``) and the
-  runner's ``td_loss_*.png`` and ``ips_vs_truth.png`` (from ``seed-*.json``), and ``budget_study.png``
-  (from ``budget_study.json``);
-* ``waypoint_opd/``: ``effect_study.png`` (from ``effect_study.json``) and the runner's
-  ``teacher_rl_reward.png`` and ``opd_comparison_*.png`` (from ``seed-*.json``).
+* every declared study with figures (:attr:`litrepro.studyrunner.Study.figures`, from its committed
+  outputs), one group per study, named as ``python -m litrepro study`` names it;
+* the runner's cross-seed figures of each method (``pinterest_rlbp``: ``td_loss_*.png`` and
+  ``ips_vs_truth.png``; ``waypoint_opd``: ``teacher_rl_reward.png`` and ``opd_comparison_*.png``),
+  from ``seed-*.json``.
 
 A figure whose JSON is absent is skipped with one line saying so; a JSON that is malformed, too large,
 nested too deep (:mod:`litrepro.jsonbounds`) or lacks a field the figure reads, and a bad argument,
@@ -44,30 +43,15 @@ def _seed_results(method: str) -> list[dict]:
 
 def figures() -> dict[str, Callable[[], dict[str, Figure] | None]]:
     """``{group: builder}``; a builder returns ``{relative png path: figure}``, or None when its JSON is absent."""
-    from litrepro.rlbp import plots as rlbp_plots
-    from litrepro.rlbp import study
-    from litrepro.waypoint import effect_study
+    from litrepro.studyrunner import registry
 
-    def rlbp_studies():
-        comparison, front, backup = (_json(p) for p in (study.COMPARISON, study.FRONTIER, study.BACKUP_STUDY))
-        if comparison is None:
-            return None
-        out = {"pinterest_rlbp/policy_comparison.png": study.comparison_plot(comparison["comparisons"])}
-        if front is not None:
-            out["pinterest_rlbp/lambda_frontier.png"] = rlbp_plots.frontier_figure(front, comparison)
-        if backup is not None:
-            out["pinterest_rlbp/backup_study.png"] = study.backup_plot(backup)
-        return out
-
-    def rlbp_budget():
-        from litrepro.studies import rlbp_budget as budget
-
-        data = _json(budget.PATH)
-        return None if data is None else {"pinterest_rlbp/budget_study.png": budget.plot(data)}
-
-    def waypoint_study():
-        data = _json(effect_study.PATH)
-        return None if data is None else {"waypoint_opd/effect_study.png": effect_study.plot(data)}
+    def study_figures(study):
+        def build():
+            outputs = {rel: _json(RENDERED / rel) for rel in study.outputs}
+            if any(v is None for v in outputs.values()):
+                return None
+            return study.figures(outputs)
+        return build
 
     def runner(method: str):
         def build():
@@ -77,8 +61,8 @@ def figures() -> dict[str, Callable[[], dict[str, Figure] | None]]:
             return {f"{method}/{name}": fig for name, fig in methods.get(method).plot_function()(results).items()}
         return build
 
-    return {"rlbp-study": rlbp_studies, "rlbp-budget": rlbp_budget, "effect-study": waypoint_study,
-            "pinterest_rlbp": runner("pinterest_rlbp"), "waypoint_opd": runner("waypoint_opd")}
+    groups = {name: study_figures(s) for name, s in sorted(registry().items()) if s.committed and s.has_figures()}
+    return {**groups, "pinterest_rlbp": runner("pinterest_rlbp"), "waypoint_opd": runner("waypoint_opd")}
 
 
 def main(argv: list[str] | None = None) -> int:

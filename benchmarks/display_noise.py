@@ -1,6 +1,6 @@
 """Cross-run noise of the waypoint_opd figures: how many printed digits are safe on another machine.
 
-    python studies/waypoint_display_noise.py            # runs itself under each kernel set and thread count
+    python benchmarks/display_noise.py            # runs itself under each kernel set and thread count
 
 Runs the notebook's sections for one seed (with a short comparison) under
 ``ATEN_CPU_CAPABILITY`` = default, avx2, avx512 and 1 or 2 intra-op threads,

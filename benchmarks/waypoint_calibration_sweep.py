@@ -1,6 +1,6 @@
 """The evidence behind the calibrated defaults of waypoint_opd: the free knobs against the recorded figures.
 
-    python studies/waypoint_calibration_sweep.py
+    python benchmarks/waypoint_calibration_sweep.py
 
 For each setting of the knobs the seed file does not fix (pretraining learning
 rate, prompt length, output bias, embedding scale, how the student starts, and
