@@ -96,7 +96,7 @@ waypoint-transfer: corpus
 # waypoint_opd: the OPD step's gradient norm and parameter change against the record, with explaining arms (opd_calibration.json records its wall time; under a minute on 2 cores)
 .PHONY: waypoint-opd-calibration
 waypoint-opd-calibration: corpus
-	$(BIN)/python -m litrepro study waypoint-opd-calibration --seeds 42-57 --jobs 2
+	$(BIN)/python -m litrepro study waypoint-opd-calibration --seeds 42-57 --jobs 1
 
 # waypoint_opd: the transfer regime's arms from a teacher that forgets (a two-phase curriculum), 16 seeds (no run of it is committed)
 .PHONY: waypoint-curriculum

@@ -46,14 +46,19 @@ def test_the_committed_study_is_current_with_its_sources_and_settings(name):
         assert recorded is None or recorded == sr._dig(_main(study.main_output), study.hash_path), rel
 
 
-@pytest.mark.parametrize("name", sorted(n for n in COMMITTED if STUDIES[n].resummarise))
-def test_the_committed_summary_recomputes_from_its_own_per_seed_rows(name):
-    """Today's summary code over the committed rows gives the committed JSON (floats to 1e-12 relative)."""
+@pytest.mark.parametrize("name", sorted(n for n in COMMITTED if STUDIES[n].from_committed))
+def test_the_committed_json_is_rebuilt_by_todays_summary_from_its_own_per_seed_rows(name):
+    """The declaration's whole summary over the committed rows gives the committed JSON (floats to 1e-12 relative;
+    the fields that record how it ran are the committed run's)."""
     study = STUDIES[name]
     data = _main(study.main_output)
-    again = json.loads(json.dumps(study.resummarise(json.loads(json.dumps(data)))))
-    gaps = json_gaps(again, data)
+    gaps = json_gaps(sr.recompute(study, json.loads(json.dumps(data))), data)
     assert not gaps, gaps[:5]
+
+
+def test_the_studies_that_cannot_be_rebuilt_from_their_json_are_the_ones_that_do_not_keep_their_rows():
+    assert sorted(n for n in COMMITTED if STUDIES[n].stages and not STUDIES[n].from_committed) == [
+        "rlbp-study", "rlbp-td-calibration"]
 
 
 def test_json_gaps_finds_a_moved_figure_and_allows_a_last_bit():
@@ -166,9 +171,14 @@ def _refused(argv: list[str], capsys) -> str:
     (["waypoint-transfer", "--lr", "nan"], "--lr"),
     (["waypoint-transfer", "--lr", "-1"], "--lr"),
     (["rlbp-td-calibration", "--seeds", "50-60"], "fit seeds"),
+    (["waypoint-transfer", "--updates", "7"], "multiple of --eval-every"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(argv, words, capsys):
     assert words in _refused(argv, capsys)
+
+
+def test_an_unusable_state_folder_is_one_line_and_exit_2(tmp_path, capsys):
+    assert "--state" in _refused(["rlbp-diagnosis", "--state", "/dev/null/x", "--out", str(tmp_path / "out")], capsys)
 
 
 def test_the_arm_grid_is_bounded(monkeypatch, capsys):
@@ -203,6 +213,8 @@ CALLS: list[tuple[str, int]] = []
 
 def tiny_job(seed: int, options: dict, context) -> dict:
     CALLS.append(("a", seed))
+    if MUTATE.get("on"):
+        HASHES["tiny.py"] = "edited while it ran"
     if seed == FAIL.get("seed"):
         raise RuntimeError(f"seed {seed} broke")
     return {"seed": seed, "x": seed * options["scale"], "pair": (seed, seed)}   # a tuple reads back as a list
@@ -229,6 +241,7 @@ def tiny_summary(run: sr.StudyRun) -> dict:
 
 FAIL: dict = {}
 REFUSE: dict = {}
+MUTATE: dict = {}
 HASHES = {"tiny.py": "1"}
 
 
@@ -249,6 +262,7 @@ def tiny(monkeypatch, tmp_path):
     CALLS.clear()
     FAIL.clear()
     REFUSE.clear()
+    MUTATE.clear()
     monkeypatch.setitem(HASHES, "tiny.py", "1")
     return study, tmp_path / "out", tmp_path / "state"
 
@@ -264,7 +278,8 @@ def test_a_run_writes_the_summary_of_rows_read_back_from_the_state_folder(tiny, 
     assert data["mean"] == 6.0 and data["pairs_are_lists"] and data["rows"]["b"][0]["share"] == 3 / 18
     assert CALLS == [("a", 1), ("a", 2), ("a", 3), ("b", 1), ("b", 2), ("b", 3)]
     err = capsys.readouterr().err
-    assert "pilot seed" in err and "3 seed(s) x 3 arm(s) in 2 stage(s) (9 arm runs)" in err
+    assert "the pilot job of stage a" in err and "the pilot job of stage b" in err
+    assert "3 seed(s) x 3 arm(s) in 2 stage(s) (9 arm runs, 6 jobs); 0 job(s) already in" in err and "6 to run" in err
     assert len(list(state.rglob("seed-*.json"))) == 6
 
 
@@ -273,7 +288,7 @@ def test_a_rerun_computes_nothing_and_other_sources_never_mix_in(tiny, capsys):
     assert _run(study, out, state) == 0
     CALLS.clear()
     assert _run(study, out, state) == 0 and CALLS == []
-    assert "3 seed(s) already in" in capsys.readouterr().err
+    assert "6 job(s) already in" in capsys.readouterr().err
     HASHES["tiny.py"] = "2"                                       # other sources: a new key, every row again
     assert _run(study, out, state) == 0 and len(CALLS) == 6
     CALLS.clear()
@@ -287,7 +302,7 @@ def test_the_estimate_comes_from_the_rows_already_saved(tiny, capsys):
     assert _run(study, out, state, seeds=(1, 2, 3, 4)) == 0
     err = capsys.readouterr().err
     assert "this study's earlier rows in the state folder" in err and "pilot" not in err
-    assert "2 seed(s) already in" in err
+    assert "2 job(s) already in" in err and "6 to run" in err       # stage b waits on all of stage a
 
 
 def test_a_failed_seed_keeps_the_others_and_a_rerun_computes_only_it(tiny, capsys):
@@ -403,7 +418,7 @@ def test_a_study_killed_part_way_resumes_with_the_missing_seeds_only(tmp_path, u
     first = saved[0].stat().st_mtime_ns
     again = _dose(out, state, "--jobs", "1")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "1 seed(s) already in" in again.stderr and "2 to run" in again.stderr
+    assert "1 job(s) already in" in again.stderr and "2 to run" in again.stderr
     assert saved[0].stat().st_mtime_ns == first                    # the saved seed was not recomputed
     resumed = json.loads((out / "waypoint_opd" / "dose_response.json").read_text())
     study = STUDIES["dose-response"]
@@ -442,8 +457,11 @@ def test_resummarise_rebuilds_the_summary_from_the_committed_rows_and_refuses_st
     summary_moved = json.loads(json.dumps(committed))
     summary_moved["source_sha256"]["study waypoint-transfer declaration: summary"] = "an older summary"
     summary_moved["per_arm"] = {}                                  # what a summary-only change re-derives
+    summary_moved["an_old_field"] = 1                              # ... and a field today's summary no longer writes
     out = tmp_path / "out"
     _owned_copy(out, rel, summary_moved)
+    assert sr.resummarise(study, out, dry_run=True) == 0           # a dry run writes nothing
+    assert json.loads((out / rel).read_text()) == summary_moved
     assert sr.resummarise(study, out) == 0
     again = json.loads((out / rel).read_text())
     assert not json_gaps(again, committed) and again["source_sha256"] == study.source_hashes()
@@ -457,3 +475,53 @@ def test_resummarise_rebuilds_the_summary_from_the_committed_rows_and_refuses_st
 
     with pytest.raises(UsageError, match="re-run it"):
         sr.resummarise(STUDIES["rlbp-study"], out)
+
+
+def test_a_dry_run_counts_the_jobs_of_every_stage(tiny, capsys):
+    study, out, state = tiny
+    FAIL["seed"] = 3                                               # stage a saves seeds 1 and 2 only
+    assert _run(study, out, state) == 1
+    FAIL.clear()
+    capsys.readouterr()
+    assert _run(study, out, state, dry_run=True) == 0
+    err = capsys.readouterr().err
+    assert "2 job(s) already in" in err and "4 to run" in err
+
+
+def test_sources_that_change_while_it_runs_refuse_the_summary(tiny, capsys):
+    study, out, state = tiny
+    MUTATE["on"] = True
+    assert _run(study, out, state) == 1
+    assert "its sources changed while it ran" in capsys.readouterr().err
+    assert not (out / "pinterest_rlbp" / "tiny.json").exists()
+
+
+def _figure(outputs):
+    from matplotlib.figure import Figure
+
+    return {"pinterest_rlbp/tiny.png": Figure(figsize=(1, 1))}
+
+
+def test_a_figure_the_runner_does_not_own_is_refused_before_any_job(tiny):
+    from litrepro.outdir import Refused
+
+    study, out, state = tiny
+    drawn = _tiny(figures=_figure, pngs=("pinterest_rlbp/tiny.png",))
+    assert _run(drawn, out, state) == 0 and (out / "pinterest_rlbp" / "tiny.png").stat().st_size > 100
+    (out / "pinterest_rlbp" / "tiny.png").write_bytes(b"someone else's figure")
+    CALLS.clear()
+    with pytest.raises(Refused):
+        _run(drawn, out, state, options={"scale": 2})
+    assert CALLS == []
+    undeclared = _tiny(figures=_figure)                            # a figure its declaration does not name
+    with pytest.raises(sr.LitreproError, match="its declaration says"):
+        _run(undeclared, tmp_out := out.parent / "other", state)
+    assert not (tmp_out / "pinterest_rlbp").exists()
+
+
+def test_an_unreachable_scheduler_is_one_line_and_exit_2(tmp_path):
+    proc = run_cli("study", "rlbp-diagnosis", "--seeds", "42-43", "--scheduler", "tls://127.0.0.1:1",
+                   "--state", str(tmp_path / "state"), "--out", str(tmp_path / "out"), timeout=300)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and "cannot reach the Dask scheduler" in lines[-1], proc.stderr[-2000:]
+    assert not (tmp_path / "out").exists()

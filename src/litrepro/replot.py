@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", choices=sorted(builders), help="re-draw only these groups")
     parser.add_argument("--out", type=Path, default=RENDERED, help="folder to write into (default: rendered/)")
     args = parser.parse_args(argv)
+    drawn: dict[str, bytes] = {}
     for group in args.only or builders:
         try:
             figs = builders[group]()
@@ -85,9 +86,35 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{group}: its JSON is not in {RENDERED}; skipped", file=sys.stderr)
             continue
         for rel, fig in figs.items():
-            plotting.save_png(fig, args.out / rel)
+            drawn[rel] = plotting.png_bytes(fig)
             print(f"{group}: {rel}")
+    try:
+        write(drawn, args.out)
+    except UsageError as err:
+        print(f"replot: error: {err}", file=sys.stderr)
+        return 2
     return 0
+
+
+def write(pngs: dict[str, bytes], out: Path) -> None:
+    """Every figure, atomically, through the output folder's rules (:class:`litrepro.outdir.OutDir`): the runner's
+    own record then lists them, so a later study run or ``litrepro run`` may replace them, and a file that is
+    neither litrepro's nor git's committed copy is refused, not overwritten."""
+    from litrepro import outdir
+    from litrepro.paths import ROOT
+
+    out = outdir.absolute(out)
+    outdir.check_path(out)
+    outdir.inspect(out)
+    with outdir.lock(out):
+        folder = outdir.OutDir(out)
+        folder.remove_partials()
+        if out.resolve() == RENDERED.resolve():
+            folder.adopt_git_tracked(ROOT)
+        folder.check_replaceable(list(pngs))
+        for rel, data in pngs.items():
+            folder.write(rel, data)
+        folder.compact()
 
 
 if __name__ == "__main__":

@@ -21,10 +21,10 @@ RESULT_ENV = "LITREPRO_RESULT_PATH"
 
 #: Significant digits of a printed figure.  Stored outputs are compared as text by nbval on
 #: machines other than the one that rendered them, where float results differ in the last
-#: bits (other SIMD kernels, other reduction orders).  Measured noise (README, Determinism):
-#: float64 figures of pinterest_rlbp differ by < 1e-12 relative across ATEN_CPU_CAPABILITY
-#: default/avx2/avx512; waypoint_opd runs in float64 too.  At 5 significant digits a printed
-#: figure flips only when it lies within 1e-12 of a rounding boundary: odds of about 1e-7.
+#: bits (other SIMD kernels, other reduction orders).  ``benchmarks/display_noise.py`` measures that noise
+#: across ATEN_CPU_CAPABILITY default/avx2/avx512 (its output is not committed); both methods run in float64,
+#: so at 5 significant digits a printed figure flips only when it lies, to within that noise, on a rounding
+#: boundary.
 DIGITS = 5
 #: Figures that the contract says are zero "up to rounding" print as this bound unless exactly 0.
 ZERO_BOUND = 1e-12

@@ -183,9 +183,13 @@ class Study:
     #: the only ones a rerun on the same machine may change.
     run_fields: tuple[str, ...] = ("wall_seconds", "cpu_seconds", "cpu_seconds_per_seed", "jobs", "provenance",
                                    "source_sha256")
-    #: Rebuild the main output's summary from its committed per-seed rows (``None``: the JSON does not hold
-    #: the whole rows, so only a rerun can check it).
-    resummarise: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+    #: Fields inside each ``per_seed`` row that record how it ran (a row's own wall seconds).
+    row_run_fields: tuple[str, ...] = ()
+    #: The figures :attr:`figures` draws (checked against it, and for ownership before any work).
+    pngs: tuple[str, ...] = ()
+    #: ``(rows by stage, options)`` recovered from the main output's committed JSON, so that today's summary can
+    #: rebuild it (:func:`recompute`, ``--resummarise``); ``None``: the JSON does not keep every row it summarises.
+    from_committed: Callable[[Mapping[str, Any]], tuple[dict[str, list[Any]], dict[str, Any]]] | None = None
     #: Hash keys that only the summary depends on: ``--resummarise`` may proceed when only these are stale.
     summary_hash_keys: tuple[str, ...] = ()
     #: Functions the jobs or the summary call that live beside them in the declaration module (hashed with them).
@@ -276,7 +280,10 @@ def stale(study: Study, data: Mapping[str, Any]) -> list[str]:
 
 def without_run_fields(study: Study, data: Mapping[str, Any]) -> dict[str, Any]:
     """The main output less the fields that record how it ran (what must not depend on scheduler or resuming)."""
-    return {k: v for k, v in data.items() if k not in study.run_fields}
+    out = {k: v for k, v in data.items() if k not in study.run_fields}
+    if study.row_run_fields and isinstance(out.get("per_seed"), list):
+        out["per_seed"] = [{k: v for k, v in r.items() if k not in study.row_run_fields} for r in out["per_seed"]]
+    return out
 
 
 # --- The registry ---------------------------------------------------------------------------------------
@@ -329,9 +336,26 @@ def _sha(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, allow_nan=False).encode()).hexdigest()
 
 
-def state_key(study: Study, options: dict) -> str:
-    """The state folder's name: the study's source hashes and options (rows of other sources never mix in)."""
-    return _sha({"study": study.name, "sources": study.source_hashes(), "options": options})[:16]
+def library_versions() -> dict[str, str]:
+    """The versions of the libraries a row's numbers depend on (the key changes when one is upgraded)."""
+    from importlib import metadata
+
+    from litrepro.provenance import package_versions
+
+    out = dict(package_versions())
+    for name in ("scipy", "d3rlpy", "gymnasium"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def state_key(study: Study, options: dict, sources: dict[str, str] | None = None) -> str:
+    """The state folder's name: the study's source hashes, its options and the library versions (rows made by
+    other sources, settings or libraries are never read)."""
+    sources = study.source_hashes() if sources is None else sources
+    return _sha({"study": study.name, "sources": sources, "options": options, "libraries": library_versions()})[:16]
 
 
 class State:
@@ -339,8 +363,10 @@ class State:
 
     def __init__(self, root: Path, study: Study, options: dict) -> None:
         self.study, self.options = study, options
-        self.key = state_key(study, options)
-        self.folder = Path(root) / study.name / self.key
+        self.sources = study.source_hashes()           # what the rows are made by (checked again at the end)
+        self.key = state_key(study, options, self.sources)
+        self.root = Path(root)
+        self.folder = self.root / study.name / self.key
 
     def _stage_folder(self, stage: Stage, context: Any) -> Path:
         suffix = "" if context is None else "-" + _sha(context)[:12]
@@ -368,18 +394,18 @@ class State:
                   "context": None if context is None else _sha(context), **result}
         atomic.write_json(self.path(stage, context, seed), record)
 
-    def recorded_cpu_per_seed(self) -> float | None:
-        """Mean CPU-seconds per seed of every row saved under this key (all stages), or None."""
-        per_seed: dict[int, float] = {}
+    def recorded_cpu(self, stage: Stage) -> float | None:
+        """Mean CPU-seconds of one job of ``stage``, over every row of it saved under this key, or None."""
+        seconds = []
         if not self.folder.is_dir():
             return None
-        for path in self.folder.glob("*/seed-*.json"):
+        for path in [*self.folder.glob(f"{stage.name}/seed-*.json"), *self.folder.glob(f"{stage.name}-*/seed-*.json")]:
             try:
                 saved = json.loads(path.read_text(encoding="utf-8"))
-                per_seed[int(saved["seed"])] = per_seed.get(int(saved["seed"]), 0.0) + float(saved["cpu_seconds"])
+                seconds.append(float(saved["cpu_seconds"]))
             except (OSError, ValueError, KeyError, TypeError):
                 continue
-        return sum(per_seed.values()) / len(per_seed) if per_seed else None
+        return sum(seconds) / len(seconds) if seconds else None
 
 
 def committed_cpu_per_seed(data: Any) -> float | None:
@@ -431,24 +457,68 @@ def read_inputs(study: Study, out: Path) -> dict[str, Any]:
     return inputs
 
 
-def cost_line(plan: Plan, todo_seeds: int) -> tuple[str, float | None]:
-    """The estimate printed before a run, and the CPU-seconds per seed it uses (None: a pilot measures it)."""
-    per_seed, source = plan.state.recorded_cpu_per_seed(), "this study's earlier rows in the state folder"
-    if per_seed is None:
-        main = Path(plan.out) / plan.study.main_output
+def missing_jobs(plan: Plan) -> dict[str, int]:
+    """Per stage, how many of its jobs have no saved row.  A stage whose context needs rows that are not all
+    saved yet counts every job (its rows are keyed by a context not known yet)."""
+    out: dict[str, int] = {}
+    rows: dict[str, list[Any]] = {}
+    known = True
+    for stage in plan.study.stages:
+        seeds = stage.seeds_of(plan.seeds)
+        if not known:
+            out[stage.name] = len(seeds)
+            continue
         try:
-            per_seed = committed_cpu_per_seed(json.loads(main.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            per_seed = None
-        source = f"recorded in {plan.study.main_output}"
-    if not plan.study.stages:
-        return "seconds (derived from committed JSON: no per-seed job)", 0.0
+            context = stage.context(rows, plan.options) if stage.context else None
+        except (ValueError, KeyError, TypeError):
+            known, out[stage.name] = False, len(seeds)
+            continue
+        saved = [plan.state.read(stage, context, s) for s in seeds]
+        out[stage.name] = sum(x is None for x in saved)
+        if out[stage.name]:
+            known = False
+        else:
+            rows[stage.name] = [x["row"] for x in saved]
+    return out
+
+
+def cost_line(plan: Plan, missing: dict[str, int]) -> tuple[str, bool]:
+    """The estimate printed before a run, and whether there was one (False: each stage's first job is a pilot).
+
+    From this study's rows already saved under the same key (each stage's mean CPU-seconds per job), else from
+    the committed JSON's record of CPU-seconds per seed, shared out over the stages in proportion to their arm
+    runs (a record of wall seconds x processes is an upper bound for an uninterrupted run)."""
+    study = plan.study
+    if not study.stages:
+        return "seconds (derived from committed JSON: no per-seed job)", True
+    cpu = 0.0
+    for stage in study.stages:
+        if missing[stage.name]:
+            per_job = plan.state.recorded_cpu(stage)
+            if per_job is None:
+                break
+            cpu += per_job * missing[stage.name]
+    else:
+        return _cost_words(cpu, plan, missing, "this study's earlier rows in the state folder"), True
+    from litrepro import jsonbounds
+
+    main = Path(plan.out) / study.main_output
+    try:
+        per_seed = committed_cpu_per_seed(jsonbounds.read(main)) if main.is_file() else None
+    except (LitreproError, OSError, ValueError):
+        per_seed = None
     if per_seed is None:
-        return ("unknown: nothing records this study's per-seed time yet, so the first seed runs alone as a pilot "
-                "and the estimate follows it"), None
-    workers = max(1, min(plan.jobs, todo_seeds))
-    return (f"about {per_seed * todo_seeds:.0f} CPU-s ({per_seed:.0f} per seed, {source}), about "
-            f"{per_seed * todo_seeds / workers / 60:.1f} min wall on {workers} process(es)"), per_seed
+        return ("unknown: nothing records this study's per-seed time yet, so each stage's first job runs alone as a "
+                "pilot and that stage's estimate follows it"), False
+    total = plan.arm_runs()
+    runs = sum(missing[s.name] * s.n_arms() for s in study.stages)
+    cpu = per_seed * len(plan.seeds) * runs / total if total else 0.0
+    return _cost_words(cpu, plan, missing, f"recorded in {study.main_output}, per seed, shared over the arm runs"), True
+
+
+def _cost_words(cpu: float, plan: Plan, missing: dict[str, int], source: str) -> str:
+    workers = max(1, min(plan.jobs, max(missing.values(), default=1)))
+    return f"about {cpu:.0f} CPU-s ({source}), about {cpu / workers / 60:.1f} min wall on {workers} process(es)"
 
 
 # --- Executors ------------------------------------------------------------------------------------------
@@ -458,7 +528,8 @@ def _error(err: BaseException) -> str:
 
 
 class _Local:
-    """``--jobs 1``: in this process; more: a pool of ``spawn`` processes with one torch thread each."""
+    """``--jobs 1``: in this process; more: a pool of ``spawn`` processes with one torch thread each (started as
+    jobs arrive, so a stage with fewer jobs starts fewer)."""
 
     def __init__(self, jobs: int) -> None:
         self.pool = None
@@ -541,48 +612,38 @@ def _where(plan: Plan) -> Path:
     return folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder
 
 
-def announce(plan: Plan) -> float | None:
-    """Print the plan and its cost; returns the CPU-seconds per seed it used (None: the first seed is a pilot)."""
+def announce(plan: Plan) -> bool:
+    """Print the plan and its cost; returns whether there was an estimate (False: each stage pilots its first job)."""
+    from litrepro.outdir import show
+
     study, seeds = plan.study, plan.seeds
     if not study.stages:
-        _say(f"study {study.name}: derived from {', '.join(study.inputs)} under {plan.out} (no per-seed job; seconds)")
-        return 0.0
-    first = study.stages[0]
-    context0 = first.context({}, plan.options) if first.context else None
-    done = [s for s in first.seeds_of(seeds) if plan.state.read(first, context0, s) is not None]
-    todo = len(first.seeds_of(seeds)) - len(done)
-    line, per_seed = cost_line(plan, todo)
+        _say(f"study {study.name}: derived from {', '.join(study.inputs)} under {show(plan.out)} (no per-seed job)")
+        return True
+    missing = missing_jobs(plan)
+    line, known = cost_line(plan, missing)
+    jobs = sum(len(st.seeds_of(seeds)) for st in study.stages)
+    todo = sum(missing.values())
     _say(f"study {study.name}: {len(seeds)} seed(s) x {study.arms()} arm(s) in {len(study.stages)} stage(s) "
-         f"({plan.arm_runs()} arm runs); {len(done)} seed(s) already in {_where(plan)}, {todo} to run; cost {line}")
-    return per_seed
+         f"({plan.arm_runs()} arm runs, {jobs} jobs); {jobs - todo} job(s) already in {show(_where(plan))}, "
+         f"{todo} to run; cost {line}")
+    return known
 
 
 class _Stages:
     """Runs a plan's stages in order: each stage's missing jobs, its rows read back from the state folder."""
 
-    def __init__(self, plan: Plan, per_seed: float | None, scheduler: str, security, progress: bool) -> None:
-        self.plan, self.per_seed, self.scheduler, self.security = plan, per_seed, scheduler, security
+    def __init__(self, plan: Plan, known: bool, executor, progress: bool) -> None:
+        self.plan, self.known, self.executor = plan, known, executor
         self.rows: dict[str, list[Any]] = {}
         self.contexts: dict[str, Any] = {}
         self.job_seconds: dict[str, list[float]] = {}
         self.cpu = 0.0
         self.failed: list[str] = []
-        self.executor = None
-        self.scratch: Path | None = None
         from tqdm import tqdm
 
         self.bar = tqdm(total=plan.arm_runs(), unit="arm", desc=plan.study.name, file=sys.stderr,
                         disable=not progress, dynamic_ncols=True)
-
-    def _executor(self, n_missing: int):
-        if self.executor is None:
-            if self.scheduler == "local":
-                self.executor = _Local(min(self.plan.jobs, n_missing))
-            else:
-                self.scratch = self.plan.state.folder.parent.parent / f".dask-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-                self.scratch.mkdir(parents=True, exist_ok=False)    # this run's own: removed when it ends
-                self.executor = _Dask(self.scheduler, self.plan.jobs, self.scratch, self.security)
-        return self.executor
 
     def run_stage(self, stage: Stage) -> bool:
         """Run ``stage``'s missing jobs; False when one failed (the others are saved)."""
@@ -594,10 +655,10 @@ class _Stages:
         missing = [s for s in seeds if saved[s] is None]
         self.bar.update(stage.n_arms() * (len(seeds) - len(missing)))
         tasks = [(stage.name, s, plan.options, context) for s in missing]
-        # With no recorded cost, the first job runs alone as a pilot and the estimate for the rest follows it.
-        batches = [tasks[:1], tasks[1:]] if self.per_seed is None and len(tasks) > 1 else [tasks]
-        for batch in (b for b in batches if b):
-            for task, result, error in self._executor(len(missing)).map(name, batch):
+        # With no estimate, a stage's first job runs alone as a pilot and the estimate for its rest follows it.
+        pilot = not self.known and plan.state.recorded_cpu(stage) is None and len(tasks) > 1
+        for n, batch in enumerate([tasks[:1], tasks[1:]] if pilot else [tasks]):
+            for task, result, error in self.executor.map(name, batch) if batch else ():
                 if error is not None:
                     self.failed.append(f"{stage.name} seed {task[1]}: {error}")
                     continue
@@ -605,11 +666,12 @@ class _Stages:
                 saved[task[1]] = plan.state.read(stage, context, task[1])
                 self.bar.update(stage.n_arms())
                 self.bar.set_postfix_str(f"{stage.name}: {sum(v is not None for v in saved.values())}/{len(seeds)} seeds")
-            if self.per_seed is None and saved[batch[0][1]] is not None:
-                self.per_seed = saved[batch[0][1]]["cpu_seconds"]
-                rest = self.per_seed * (len(tasks) - 1)
-                _say(f"study {name}: the pilot seed took {self.per_seed:.0f} CPU-s; the rest of stage {stage.name} is "
-                     f"about {rest:.0f} CPU-s, {rest / max(1, plan.jobs) / 60:.1f} min wall on {plan.jobs} process(es)")
+            if pilot and n == 0 and saved[batch[0][1]] is not None:
+                rest = saved[batch[0][1]]["cpu_seconds"] * (len(tasks) - 1)
+                _say(f"study {name}: the pilot job of stage {stage.name} took {saved[batch[0][1]]['cpu_seconds']:.0f} "
+                     f"CPU-s; its other {len(tasks) - 1} job(s) are about {rest:.0f} CPU-s, "
+                     f"{rest / max(1, min(plan.jobs, len(tasks) - 1)) / 60:.1f} min wall on "
+                     f"{min(plan.jobs, len(tasks) - 1)} process(es)")
         if self.failed:
             return False
         if any(saved[s] is None for s in seeds):                   # a row vanished or was replaced meanwhile
@@ -620,14 +682,39 @@ class _Stages:
         self.cpu += sum(float(saved[s]["cpu_seconds"]) for s in seeds)
         return True
 
-    def close(self, cancel: bool = False) -> None:
-        self.bar.close()
-        if self.executor is not None:
-            self.executor.close(cancel=cancel)
-            self.executor = None
-        if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)       # the Dask workers' folder this run made (never another)
-            self.scratch = None
+
+def _executor(plan: Plan, scheduler: str, security):
+    """The jobs' executor: local processes, or a Dask client (connected now, so a bad scheduler fails first)."""
+    if scheduler == "local":
+        return _Local(plan.jobs), None
+    scratch = plan.state.root / f".dask-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    scratch.mkdir(parents=True, exist_ok=False)               # this run's own: removed when it ends
+    try:
+        return _Dask(scheduler, plan.jobs, scratch, security), scratch
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+
+
+def _prepare_state(plan: Plan) -> None:
+    """Create the state folder before any job runs: an unusable ``--state`` is one line, exit 2."""
+    from litrepro.outdir import show
+
+    try:
+        plan.state.folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UsageError(f"--state {show(plan.state.root)}: cannot create its folder ({err.strerror})") from None
+
+
+def _check_owned(study: Study, out: Path) -> None:
+    """Refuse, before any work, an output (JSON or figure) in ``out`` that the runner does not own."""
+    from litrepro import outdir
+
+    if out.is_dir():
+        folder = outdir.OutDir(out)
+        if out.resolve() == RENDERED.resolve():
+            folder.adopt_git_tracked(ROOT)
+        folder.check_replaceable([*study.outputs, *study.pngs])
 
 
 def run(study: Study, *, seeds: list[int], options: dict[str, Any] | None = None, jobs: int = 1,
@@ -639,21 +726,20 @@ def run(study: Study, *, seeds: list[int], options: dict[str, Any] | None = None
 
     options = {**study.option_defaults(), **(options or {})}
     out = outdir.absolute(out)
-    plan = Plan(study, seeds, options, jobs, out, State(state_root, study, options))
-    inputs = read_inputs(study, out)
     outdir.check_path(out)
     outdir.inspect(out)
-    if out.is_dir() and not dry_run:                   # a file that is not ours is refused before any work
-        folder = outdir.OutDir(out)
-        if out.resolve() == RENDERED.resolve():
-            folder.adopt_git_tracked(ROOT)
-        folder.check_replaceable(list(study.outputs))
-    per_seed = announce(plan)
+    plan = Plan(study, seeds, options, jobs, out, State(state_root, study, options))
+    inputs = read_inputs(study, out)
+    if not dry_run:
+        _check_owned(study, out)
+        _prepare_state(plan)
+    known = announce(plan)
     if dry_run:
         return 0
     start = time.perf_counter()
-    stages = _Stages(plan, per_seed, scheduler, security, progress)
-    kept = f"the finished seeds are kept in {_where(plan)} and a rerun computes only the missing ones"
+    kept = f"the finished seeds are kept in {outdir.show(_where(plan))} and a rerun computes only the missing ones"
+    executor, scratch = _executor(plan, scheduler, security) if study.stages else (None, None)
+    stages = _Stages(plan, known, executor, progress)
     try:
         for stage in study.stages:
             if not stages.run_stage(stage):
@@ -661,14 +747,26 @@ def run(study: Study, *, seeds: list[int], options: dict[str, Any] | None = None
                      f"({'; '.join(stages.failed)[:1500]}); {kept}; nothing written")
                 return 1
     except KeyboardInterrupt:
-        stages.close(cancel=True)
+        if executor is not None:
+            executor.close(cancel=True)
+            executor = None
         _say(f"study {study.name}: interrupted; {kept}")
         return 130
+    except UsageError:
+        raise
     except ValueError as err:                            # a stage's context refused (a failed check upstream)
         _say(f"litrepro: error: study {study.name}: {' '.join(str(err).split())[:1500]}; nothing written")
         return 1
     finally:
-        stages.close()
+        stages.bar.close()
+        if executor is not None:
+            executor.close()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)         # the Dask workers' folder this run made (never another)
+    if study.stages and study.source_hashes() != plan.state.sources:
+        _say(f"litrepro: error: study {study.name}: its sources changed while it ran, so its rows are not all made by "
+             "the code its JSON would record; nothing written (rerun it)")
+        return 1
     run_info = StudyRun(seeds=list(seeds), options=dict(options), out=out, rows=stages.rows, contexts=stages.contexts,
                         inputs=inputs, jobs=jobs, wall_seconds=round(time.perf_counter() - start, 1),
                         cpu_seconds=round(stages.cpu, 1), job_seconds=stages.job_seconds)
@@ -683,26 +781,46 @@ def run(study: Study, *, seeds: list[int], options: dict[str, Any] | None = None
     write_outputs(study, outputs, out)
     for text in study.report(outputs):
         _say(text)
-    _say(f"study {study.name}: wrote {', '.join(study.outputs)} under {out} ({time.perf_counter() - start:.0f} s "
-         f"this run, {stages.cpu:.0f} CPU-s in all its jobs)")
+    _say(f"study {study.name}: wrote {', '.join(study.outputs)} under {outdir.show(out)} "
+         f"({time.perf_counter() - start:.0f} s this run, {stages.cpu:.0f} CPU-s in all its jobs)")
     return 0
 
 
-def resummarise(study: Study, out: Path = RENDERED) -> int:
-    """``--resummarise``: the main output's summary re-derived from its own committed rows by today's summary code.
+def recompute(study: Study, data: Mapping[str, Any], out: Path = RENDERED) -> dict[str, Any]:
+    """The main output rebuilt by today's declaration summary from the rows ``data`` keeps
+    (:attr:`Study.from_committed`), with the inputs in ``out``; the fields that record how it ran are kept from
+    ``data``.  Raises ``ValueError`` when the summary refuses."""
+    if study.from_committed is None:
+        raise UsageError(f"study {study.name} cannot be re-summarised from its committed JSON (it does not keep every "
+                         "row it summarises); re-run it")
+    rows, options = study.from_committed(data)
+    run_info = StudyRun(seeds=list(data["seeds"]), options={**study.option_defaults(), **options}, out=Path(out),
+                        rows=rows, contexts={}, inputs=read_inputs(study, out), jobs=int(data.get("jobs") or 1),
+                        wall_seconds=float(data.get("wall_seconds") or 0.0),
+                        cpu_seconds=float(data.get("cpu_seconds") or 0.0),
+                        job_seconds={name: [0.0] * len(r) for name, r in rows.items()})
+    fresh = _canonical(study.summarise(run_info)[study.main_output])
+    for key in study.run_fields:                       # how it ran: the committed run's, except today's hashes
+        if key in data and tuple([key]) != study.hash_path[:1]:
+            fresh[key] = data[key]
+    return fresh
+
+
+def resummarise(study: Study, out: Path = RENDERED, *, dry_run: bool = False) -> int:
+    """``--resummarise``: the main output re-derived from its own committed rows by today's summary code.
 
     Allowed only when nothing its rows depend on has changed: every stale item must be a summary-only hash (the
     declaration's summary, or one of :attr:`Study.summary_hash_keys`); otherwise it refuses (exit 1), and the
     study must be re-run.  The fields that record how it ran are kept, the hashes are today's."""
     from litrepro import jsonbounds, outdir
 
-    if study.resummarise is None or len(study.outputs) != 1:
+    if study.from_committed is None or len(study.outputs) != 1:
         raise UsageError(f"study {study.name} cannot be re-summarised from its committed JSON (it does not keep "
                          "every row it summarises); re-run it")
     out = outdir.absolute(out)
     path = out / study.main_output
     if not path.is_file():
-        raise UsageError(f"{path}: missing; run the study first")
+        raise UsageError(f"{outdir.show(path)}: missing; run the study first")
     data = jsonbounds.read(path)
     summary_keys = {f"source study {study.name} declaration: summary", *(f"source {k}" for k in study.summary_hash_keys)}
     moved = [x for x in stale(study, data) if x not in summary_keys]
@@ -710,35 +828,41 @@ def resummarise(study: Study, out: Path = RENDERED) -> int:
         _say(f"litrepro: error: study {study.name} not re-summarised: what its rows depend on changed "
              f"({', '.join(moved)[:800]}); re-run it (make {study.make_target})")
         return 1
+    if dry_run:
+        _say(f"study {study.name}: would re-summarise {study.main_output} from its committed per-seed rows")
+        return 0
+    _check_owned(study, out)
     try:
-        fresh = _canonical(study.resummarise(data))
+        fresh = recompute(study, data, out)
+    except UsageError:
+        raise
     except ValueError as err:
         _say(f"litrepro: error: study {study.name}: {' '.join(str(err).split())[:1500]}; nothing written")
         return 1
-    holder = fresh
-    for key in study.hash_path[:-1]:
-        holder = holder[key]
-    holder[study.hash_path[-1]] = study.source_hashes()
     write_outputs(study, {study.main_output: fresh}, out)
-    _say(f"study {study.name}: re-summarised {study.main_output} from its {len(data.get('per_seed', []))} committed "
-         "per-seed rows")
+    _say(f"study {study.name}: re-summarised {study.main_output} from its committed per-seed rows")
     return 0
 
 
 def write_outputs(study: Study, outputs: Mapping[str, Any], out: Path) -> None:
-    """The figures, then the JSON (the commit marker), each atomically; every figure is drawn before any write."""
+    """The figures, then the JSON (the commit marker), each atomically; every figure is drawn and every JSON
+    encoded before anything is written."""
     from litrepro import atomic, outdir, plotting
 
-    pngs = {rel: plotting.png_bytes(fig) for rel, fig in study.figures(outputs).items()}
+    figures = study.figures(outputs)
+    if study.has_figures() and sorted(figures) != sorted(study.pngs):
+        raise LitreproError(f"study {study.name}: its figures are {sorted(figures)}, its declaration says "
+                            f"{sorted(study.pngs)}")
+    pngs = {rel: plotting.png_bytes(fig) for rel, fig in figures.items()}
+    texts = {rel: atomic.dumps_json(data).encode("utf-8") for rel, data in outputs.items()}
     with outdir.lock(out):
         folder = outdir.OutDir(out)
+        folder.remove_partials()                       # what a killed write left, proven the runner's own
         if Path(out).resolve() == RENDERED.resolve():
             folder.adopt_git_tracked(ROOT)
-        folder.check_replaceable([*pngs, *outputs])
-        for rel, data in pngs.items():
+        folder.check_replaceable([*pngs, *texts])
+        for rel, data in [*pngs.items(), *texts.items()]:
             folder.write(rel, data)
-        for rel, data in outputs.items():
-            folder.write(rel, atomic.dumps_json(data).encode("utf-8"))
         folder.compact()
 
 
@@ -747,7 +871,7 @@ def write_outputs(study: Study, outputs: Mapping[str, Any], out: Path) -> None:
 def _parser(study: Study | None):
     from litrepro import study_args
 
-    p = study_args.OneLineParser(prog="litrepro study", description=__doc__.splitlines()[0])
+    p = study_args.OneLineParser(prog="litrepro study", description=__doc__.splitlines()[0], add_help=study is not None)
     p.add_argument("name", nargs="?", help="the study (see --list)")
     p.add_argument("--list", action="store_true", help="list the studies and their make targets")
     if study is None:
@@ -765,7 +889,7 @@ def _parser(study: Study | None):
         p.add_argument("--state", type=Path, default=STATE_ROOT, help="the per-seed rows' folder (default build/studies)")
         p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
         p.add_argument("--dry-run", action="store_true", help="print the plan and its cost, run nothing")
-        if study.resummarise is not None:
+        if study.from_committed is not None:
             p.add_argument("--resummarise", action="store_true",
                            help="re-derive the summary from the committed per-seed rows (refused when they are stale)")
     p.add_argument("--out", type=Path, default=RENDERED, help="output folder (default rendered/)")
@@ -807,6 +931,9 @@ def main(argv: list[str]) -> int:
         print("\n".join(listing()))
         return 0
     if not first.name:
+        if {"-h", "--help"} & set(argv):
+            _parser(None).print_help()
+            return 0
         raise UsageError("litrepro study: name a study (python -m litrepro study --list shows them)")
     study = get(first.name)
     args = _parser(study).parse_args(argv)
@@ -815,7 +942,7 @@ def main(argv: list[str]) -> int:
     if not study.stages:
         return run(study, seeds=[], options=options, out=args.out)
     if getattr(args, "resummarise", False):
-        return resummarise(study, args.out)
+        return resummarise(study, args.out, dry_run=args.dry_run)
     seeds = study_args.seeds(args.seeds, max_count=study.max_seeds)
     if len(seeds) < study.min_seeds:
         raise UsageError(f"--seeds {args.seeds}: study {study.name} needs at least {study.min_seeds} seeds")

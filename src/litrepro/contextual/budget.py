@@ -1,9 +1,10 @@
 """The backup, budget and diagnosis studies of ``pinterest_rlbp`` re-run in the ``contextual`` market (issue 29, item 6).
 
 ``make rlbp-contextual-budget`` (``python -m litrepro study rlbp-contextual-budget``).  The seed-market studies
-(``rlbp-budget``, ``rlbp-diagnosis``) asked whether the learned bidder beats the fixed gain once its critic
-has converged, which backup it needs, and whether a no-change arm moves as much as the arms do.  There the
-market rewards "larger gains" and nothing else.  Here the same questions are asked where the best gain
+(``rlbp-budget``, ``rlbp-diagnosis``) asked whether the learned bidder beats the fixed gain at the best critic
+budget tried (the convergence rule there picks the largest budget on most seeds: not a shown convergence),
+which backup it needs, and whether a no-change arm moves as much as the arms do.  There the best constant
+is the grid's largest gains and no baseline reacts to the state.  Here the same questions are asked where the best gain
 depends on the state (:mod:`litrepro.contextual.market`).  **Everything in it is our reconstruction**: the
 market, the budgets, the backups other than ``max_min``, the placebo and the convergence rule.
 

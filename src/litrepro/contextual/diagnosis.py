@@ -4,8 +4,9 @@
 (:mod:`litrepro.rlbp.diagnosis`) changes one part of the critic or the actor at a time.  Its arms that are TD
 regressions on the logged data run here unchanged (:data:`ARMS`, the same config changes); the placebo, the
 operator arm (expected SARSA under mu) and the budget arm are in :mod:`litrepro.contextual.budget`.  The
-arms that regress onto simulator targets (``truth_target``, ``monte_carlo``, ``oracle_bootstrap``) need the
-seed market's counterfactual day values, which the contextual market does not provide, so they are not run.
+arms that regress onto simulator targets (``truth_target``, ``oracle_bootstrap``) need the seed market's
+counterfactual day values, which the contextual market does not provide, so they are not run; ``monte_carlo``
+needs only the logged returns, and is simply not run here.
 ``gamma_0`` is the ``none`` backup, which the budget study runs.  **Everything here is our reconstruction.**
 
 Per seed (:func:`run_seed`), on the contextual study's world, days, logs and named streams: each arm at the

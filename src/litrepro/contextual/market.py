@@ -24,9 +24,9 @@ campaign and on how far it is off its plan.
    for the CPC-constrained campaigns and rarely for the others.  phi_{-1} = 0.
 
 The constants (:class:`ContextualSettings`) were set on seeds 42-49, before the study, so that the best
-constant gain is bounded: with ``over_cost`` 1.0 the best Ki of a grid reaching twice beyond the action
-grid sat on its upper edge, with 2.0 on its lower edge; 1.5 with longer, more frequent shocks put it
-inside on every seed tried.
+constant gain is bounded: we tried ``over_cost`` 1.0 and 2.0 against a grid of Ki reaching twice beyond the
+action grid, and kept 1.5 with longer, more frequent shocks.  That search is not committed, so it is how we
+chose the constants, not evidence about them.
 
 The fused reward the policies are judged on is unchanged in form:
 r_k = r'^v_k + lambda (tau - CPC_k) / tau (:func:`litrepro.rlbp.reward.total_reward`).

@@ -10,9 +10,9 @@ module pairs them per seed:
 
 for the true value ``value`` and for ``within_campaign_gain`` (value minus each campaign's own mix of the actions
 it took), for every learned arm and budget against ``campaign_table`` and ``kind_table``. It reads the two
-committed files only (no simulation; seconds) and writes ``rendered/pinterest_rlbp/contextual_pairing.json``
+committed files only (no simulation) and writes ``rendered/pinterest_rlbp/contextual_pairing.json``
 with the per-seed differences, so that :mod:`litrepro.recompute_contextual`-style checks and the tests can
-recompute every interval. ``python -m litrepro.contextual.pairing`` (``make rlbp-contextual-pairing``) writes it.
+recompute every interval. ``python -m litrepro study rlbp-contextual-pairing`` (``make rlbp-contextual-pairing``) writes it.
 """
 
 from __future__ import annotations

@@ -152,7 +152,8 @@ def auction_step(bid: Tensor, remaining: Tensor, price: Tensor, click_prob: Tens
 
     ``bid``, ``remaining`` (C,); ``price``, ``click_prob``, ``live`` (C, M).  Campaigns are
     processed in blocks of ``BLOCK``, which changes no result (campaigns do not interact)
-    but keeps the temporaries small, so the cost per campaign stays flat up to 10^6.
+    but keeps the temporaries small at any number of campaigns (docs/speed.md's simulator block gives the
+    measured cost per campaign-step).
     """
     spend, clicks = torch.empty_like(bid), torch.empty_like(bid)              # (C,)
     for lo in range(0, bid.shape[0], BLOCK):

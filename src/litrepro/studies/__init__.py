@@ -38,7 +38,8 @@ def declaration_hashes(name: str) -> dict[str, str]:
 
     study = registry()[name]
     helpers = tuple(study.hashed_helpers)
-    jobs = [s.job for s in study.stages] + [s.context for s in study.stages if s.context]
+    jobs = ([s.job for s in study.stages] + [s.context for s in study.stages if s.context]
+            + [s.seeds for s in study.stages if s.seeds])            # which seeds a stage runs is computing code too
     out = {f"study {name} declaration: summary": code_hash(study.summarise, *helpers)}
     if jobs:
         out[f"study {name} declaration: jobs"] = code_hash(*jobs, *helpers)

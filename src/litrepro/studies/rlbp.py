@@ -22,6 +22,14 @@ from litrepro.studyrunner import Block, Stage, Study, StudyRun, claims_block, co
 DOCS = "docs/pinterest_rlbp.md"
 
 
+def _rows_as_committed(stage: str):
+    """``from_committed`` for a study whose JSON keeps its one stage's rows whole, in seed order, as ``per_seed``."""
+    def rows(data: Mapping[str, Any]) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+        by_seed = {r["seed"]: r for r in data["per_seed"]}
+        return {stage: [by_seed[s] for s in data["seeds"]]}, {}
+    return rows
+
+
 def _parameters() -> dict[str, Any]:
     """The pipeline's defaults less the seed: what every rlbp study records as ``provenance.parameters``."""
     from litrepro.rlbp.config import RLBPConfig
@@ -94,6 +102,14 @@ def scaling_job(seed: int, options: dict, context: Any) -> dict:
     return {str(d): run_arms(dataclasses.replace(RLBPConfig(seed=seed), logged_days=d), "cpu",
                              backups=("max_min", context["other"]), sweep=False)
             for d in study.SCALING_DAYS if d != base}
+
+
+def _scaling_arms() -> int:
+    """Two backups (``max_min`` and the best other) at each logged-days setting but the default."""
+    from litrepro.rlbp import study
+    from litrepro.rlbp.config import RLBPConfig
+
+    return 2 * len([d for d in study.SCALING_DAYS if d != RLBPConfig().logged_days])
 
 
 def backup_study_summary(run: StudyRun) -> dict[str, Any]:
@@ -206,12 +222,6 @@ def _budget_arms() -> int:
     return len(study.BACKUPS) * len(study.BUDGETS) + len(study.SCALING) * len(study.SCALING_BACKUPS)
 
 
-def _budget_recompute(data: Mapping[str, Any]) -> dict[str, Any]:
-    from litrepro.studies import rlbp_budget as study
-
-    return {**data, "summary": study.summarise(data["per_seed"])}
-
-
 # --- The diagnosis (make rlbp-diagnosis) ------------------------------------------------------------------
 
 def diagnosis_job(seed: int, options: dict, context: Any) -> dict:
@@ -236,12 +246,6 @@ def diagnosis_hashes() -> dict[str, str]:
     from litrepro.rlbp import diagnosis
 
     return diagnosis.source_hashes()
-
-
-def _diagnosis_recompute(data: Mapping[str, Any]) -> dict[str, Any]:
-    from litrepro.rlbp import diagnosis
-
-    return {**data, "summary": diagnosis.summarise(data["per_seed"])}
 
 
 # --- The TD-loss calibration (make rlbp-td-calibration) ---------------------------------------------------
@@ -352,12 +356,6 @@ def d3rlpy_hashes() -> dict[str, str]:
     return d3.source_hashes()
 
 
-def _d3rlpy_recompute(data: Mapping[str, Any]) -> dict[str, Any]:
-    from litrepro.studies import rlbp_d3rlpy as d3
-
-    return {**data, "summary": d3.summarise(data["per_seed"], d3.D3Settings())}
-
-
 def _d3rlpy_settings() -> dict[str, Any]:
     from litrepro.studies import rlbp_d3rlpy as d3
 
@@ -390,6 +388,13 @@ def contextual_job(seed: int, options: dict, context: Any) -> dict:
     return study.run_seed(seed, settings=study.StudySettings())
 
 
+def _contextual_arms() -> int:
+    """The oracles and the learned bidder at each critic budget."""
+    from litrepro.contextual import study
+
+    return len(study.ORACLES) + len(study.StudySettings().budgets)
+
+
 def contextual_summary(run: StudyRun) -> dict[str, Any]:
     from litrepro.contextual import study
     from litrepro.contextual.market import ContextualSettings
@@ -400,7 +405,8 @@ def contextual_summary(run: StudyRun) -> dict[str, Any]:
     return {"pinterest_rlbp/contextual_study.json": {
         "n_seeds": len(rows), "seeds": run.seeds, "wall_seconds": run.wall_seconds, "cpu_seconds": run.cpu_seconds,
         "jobs": run.jobs, "market": "contextual",
-        "reconstruction": "ours: the seed file fixes no market beyond its own, no oracle and no estimator but IPS",
+        "reconstruction": "ours: the seed file fixes no market (the default one is ours too), no oracle and no "
+                          "estimator but ordinary IPS",
         "settings": dataclasses.asdict(settings), "market_settings": dataclasses.asdict(ContextualSettings()),
         "per_seed": sorted(rows, key=lambda r: r["seed"]), "summary": summary,
         "provenance": {"source_sha256": contextual_hashes()}}}
@@ -410,12 +416,6 @@ def contextual_hashes() -> dict[str, str]:
     from litrepro.contextual import study
 
     return study.source_hashes()
-
-
-def _contextual_recompute(data: Mapping[str, Any]) -> dict[str, Any]:
-    from litrepro.contextual import study
-
-    return {**data, "summary": study.refuse_or_summarise(data["per_seed"], study.StudySettings())}
 
 
 CONTEXTUAL_STUDY = "pinterest_rlbp/contextual_study.json"
@@ -438,8 +438,8 @@ def contextual_budget_summary(run: StudyRun) -> dict[str, Any]:
     return {CONTEXTUAL_BUDGET: {
         "n_seeds": len(run.seeds), "seeds": run.seeds, "wall_seconds": run.wall_seconds,
         "cpu_seconds": run.cpu_seconds, "jobs": run.jobs, "market": "contextual",
-        "reconstruction": "ours: the seed file fixes no market beyond its own, no budget but 600 steps, "
-                          "no backup but max_min, no placebo and no convergence rule",
+        "reconstruction": "ours: the seed file fixes no market (the default one is ours too), no budget (600 "
+                          "critic steps is our default), no backup but max_min, no placebo and no convergence rule",
         "settings": dataclasses.asdict(settings), "market_settings": dataclasses.asdict(ContextualSettings()),
         "per_seed": sorted(rows, key=lambda r: r["seed"]), "summary": summary,
         "provenance": {"source_sha256": contextual_budget_hashes()}}}
@@ -509,13 +509,14 @@ STUDIES = (
           summary="The seed's max/min backup and our other backups at our default budget on the same data, days and draws; "
                   "then max_min and the best other backup with more logged days.",
           stages=(Stage("backups", backups_job, arms=count_of("litrepro.rlbp.study", "BACKUPS")),
-                  Stage("scaling", scaling_job, arms=count_of("litrepro.rlbp.study", "SCALING_DAYS"),
+                  Stage("scaling", scaling_job, arms=_scaling_arms,
                         context=scaling_context)),
           summarise=backup_study_summary, source_hashes=backup_study_hashes,
           outputs=("pinterest_rlbp/backup_study.json", "pinterest_rlbp/policy_comparison.json",
                    "pinterest_rlbp/lambda_frontier.json"),
           settings={("provenance", "parameters"): _parameters}, hashed_helpers=(_backup_arms, _parameters),
-          figures=_backup_study_figures, report=_backup_study_report,
+          figures=_backup_study_figures, pngs=("pinterest_rlbp/policy_comparison.png", "pinterest_rlbp/lambda_frontier.png",
+                                                          "pinterest_rlbp/backup_study.png"), report=_backup_study_report,
           blocks=(Block("headline-rlbp-study", "docs/findings.md", claims_block("headline_rlbp_study")),
                   Block("rlbp-backups", DOCS, claims_block("rlbp_backups")),
                   Block("rlbp-policy-comparison", DOCS, claims_block("rlbp_policy_comparison")),
@@ -530,10 +531,10 @@ STUDIES = (
           source_hashes=budget_hashes, outputs=("pinterest_rlbp/budget_study.json",),
           settings={("provenance", "parameters"): _parameters},
           figures=_figure("litrepro.studies.rlbp_budget", "pinterest_rlbp/budget_study.json",
-                          "pinterest_rlbp/budget_study.png"),
+                          "pinterest_rlbp/budget_study.png"), pngs=("pinterest_rlbp/budget_study.png",),
           report=_lines("litrepro.studies.rlbp_budget", "findings", rel="pinterest_rlbp/budget_study.json"),
           blocks=(Block("rlbp-budget", DOCS, claims_block("rlbp_budget")),),
-          resummarise=_budget_recompute, make_target="rlbp-budget"),
+          from_committed=_rows_as_committed("grid"), make_target="rlbp-budget"),
     Study(name="rlbp-diagnosis", title="Placebo, operator and one-factor ablations of the learned bidder",
           module="litrepro.rlbp.diagnosis",
           summary="Arms that change the critic's targets or the actor's training, on the data, evaluation days and "
@@ -542,11 +543,11 @@ STUDIES = (
           summarise=diagnosis_summary, hashed_helpers=(_parameters,),
           source_hashes=diagnosis_hashes, outputs=("pinterest_rlbp/diagnosis.json",),
           settings={("provenance", "parameters"): _parameters},
-          figures=_figure("litrepro.rlbp.diagnosis", "pinterest_rlbp/diagnosis.json", "pinterest_rlbp/diagnosis.png"),
+          figures=_figure("litrepro.rlbp.diagnosis", "pinterest_rlbp/diagnosis.json", "pinterest_rlbp/diagnosis.png"), pngs=("pinterest_rlbp/diagnosis.png",),
           report=_lines("litrepro.rlbp.diagnosis", "findings", "ablation_findings", rel="pinterest_rlbp/diagnosis.json"),
           blocks=(Block("rlbp-diagnosis", DOCS, claims_block("rlbp_diagnosis")),
                   Block("rlbp-ablation", DOCS, claims_block("rlbp_ablation"))),
-          resummarise=_diagnosis_recompute, make_target="rlbp-diagnosis"),
+          from_committed=_rows_as_committed("arms"), make_target="rlbp-diagnosis"),
     Study(name="rlbp-td-calibration", title="Why our held-out TD losses differ from the record",
           module="litrepro.rlbp.td_calibration",
           summary="A unit fitted on the rendered seeds and the TD loss against the critic's budget, against the seed file's "
@@ -568,30 +569,31 @@ STUDIES = (
           source_hashes=d3rlpy_hashes, outputs=("pinterest_rlbp/d3rlpy_crosscheck.json",),
           settings={("provenance", "parameters"): _parameters, ("settings",): _d3rlpy_settings},
           figures=_figure("litrepro.studies.rlbp_d3rlpy", "pinterest_rlbp/d3rlpy_crosscheck.json",
-                          "pinterest_rlbp/d3rlpy_crosscheck.png"),
+                          "pinterest_rlbp/d3rlpy_crosscheck.png"), pngs=("pinterest_rlbp/d3rlpy_crosscheck.png",),
           report=_lines("litrepro.studies.rlbp_d3rlpy", "findings", rel="pinterest_rlbp/d3rlpy_crosscheck.json"),
           blocks=(Block("rlbp-d3rlpy", DOCS, claims_block("rlbp_d3rlpy")),),
-          resummarise=_d3rlpy_recompute, make_target="rlbp-d3rlpy"),
+          from_committed=_rows_as_committed("algos"), make_target="rlbp-d3rlpy"),
     Study(name="rlbp-contextual", title="The contextual market: oracles, the learned bidder and the off-policy estimators",
           module="litrepro.contextual.study",
           summary="A market where the best gain depends on the state: the ladder of oracles, table policies that react "
                   "to the state, the learned bidder and six off-policy estimators against the truth.",
-          stages=(Stage("arms", contextual_job),),
+          stages=(Stage("arms", contextual_job, arms=_contextual_arms),),
           summarise=contextual_summary, source_hashes=contextual_hashes, outputs=(CONTEXTUAL_STUDY,),
           settings={("settings",): _contextual_settings, ("market_settings",): _market_settings},
-          figures=_figure("litrepro.contextual.study", CONTEXTUAL_STUDY, "pinterest_rlbp/contextual_study.png"),
+          figures=_figure("litrepro.contextual.study", CONTEXTUAL_STUDY, "pinterest_rlbp/contextual_study.png"), pngs=("pinterest_rlbp/contextual_study.png",),
           report=_lines("litrepro.contextual.study", "findings", rel=CONTEXTUAL_STUDY),
           blocks=(Block("rlbp-contextual", DOCS, claims_block("rlbp_contextual")),),
-          resummarise=_contextual_recompute, make_target="rlbp-contextual"),
+          from_committed=_rows_as_committed("arms"), make_target="rlbp-contextual"),
     Study(name="rlbp-contextual-budget", title="The backups, budgets and placebo re-run in the contextual market",
           module="litrepro.contextual.budget",
           summary="The backups and a placebo at each critic budget in the contextual market, the held-out TD rule "
                   "and the baselines; the arms it shares with the contextual study must agree with it exactly.",
           stages=(Stage("arms", contextual_budget_job, arms=_contextual_budget_arms),),
           summarise=contextual_budget_summary, source_hashes=contextual_budget_hashes, outputs=(CONTEXTUAL_BUDGET,),
-          inputs={CONTEXTUAL_STUDY: False},
+          inputs={CONTEXTUAL_STUDY: False}, from_committed=_rows_as_committed("arms"),
           settings={("settings",): _contextual_budget_settings, ("market_settings",): _market_settings},
           figures=_figure("litrepro.contextual.budget", CONTEXTUAL_BUDGET, "pinterest_rlbp/contextual_budget.png"),
+          report=_lines("litrepro.contextual.budget", "findings", rel=CONTEXTUAL_BUDGET), pngs=("pinterest_rlbp/contextual_budget.png",),
           blocks=(Block("rlbp-contextual-budget", DOCS, claims_block("rlbp_contextual_budget")),),
           make_target="rlbp-contextual-budget"),
     Study(name="rlbp-contextual-diagnosis", title="The seed market's one-factor diagnosis arms in the contextual market",
@@ -601,6 +603,7 @@ STUDIES = (
           stages=(Stage("arms", contextual_diagnosis_job, arms=_contextual_diagnosis_arms),),
           summarise=contextual_diagnosis_summary, source_hashes=contextual_diagnosis_hashes,
           outputs=("pinterest_rlbp/contextual_diagnosis.json",), inputs={CONTEXTUAL_BUDGET: True},
+          from_committed=_rows_as_committed("arms"),
           report=_lines("litrepro.contextual.diagnosis", "findings", rel="pinterest_rlbp/contextual_diagnosis.json"),
           blocks=(Block("rlbp-contextual-diagnosis", DOCS, claims_block("rlbp_contextual_diagnosis")),),
           make_target="rlbp-contextual-diagnosis"),

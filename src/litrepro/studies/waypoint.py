@@ -58,6 +58,31 @@ def _transfer_config() -> dict[str, Any]:
 #: functions, hashed apart from its per-seed ones.
 TRANSFER_SUMMARY_HASH = "transfer_study summary functions and constants"
 
+def _grouped_rows(stage: str, options: dict[str, str] | None = None):
+    """``from_committed`` for a study whose ``per_seed`` is every job's rows one after the other, seed by seed
+    (``options``: option key -> the JSON field that records it)."""
+    def rows(data: Mapping[str, Any]) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+        by_seed: dict[int, list] = {s: [] for s in data["seeds"]}
+        for r in data["per_seed"]:
+            by_seed[r["seed"]].append(r)
+        return {stage: [by_seed[s] for s in data["seeds"]]}, {k: data[v] for k, v in (options or {}).items()}
+    return rows
+
+
+def _opd_calibration_rows(data: Mapping[str, Any]) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    """The committed rows are arm by arm; a job's row is one seed's arms, in ``ARMS`` order."""
+    from litrepro.waypoint import opd_calibration as oc
+
+    by = {(r["seed"], r["arm"]): r for r in data["per_seed"]}
+    return {"arms": [[by[(s, arm)] for arm in oc.ARMS] for s in data["seeds"]]}, {}
+
+
+def _transfer_rows(data: Mapping[str, Any]) -> tuple[dict[str, list[Any]], dict[str, Any]]:
+    return {"arms": list(data["per_seed"])}, {k: data["config"][k] for k in ("updates", "eval_every", "batch", "lr")}
+
+
+COMPARISON_OPTIONS = {"steps": "comparison_steps", "eval_prompts": "comparison_eval_prompts"}
+
 STEPS = Option("--steps", _config_default("comparison_steps"), 1, 100_000, "OPD updates per arm (comparison_steps)")
 EVAL_PROMPTS = Option("--eval-prompts", _config_default("comparison_eval_prompts"), 1, 65_536,
                       "validation prompts per evaluation (comparison_eval_prompts)")
@@ -111,14 +136,6 @@ def opd_calibration_hashes() -> dict[str, str]:
     return oc.source_hashes()
 
 
-def _opd_calibration_recompute(data: Mapping[str, Any]) -> dict[str, Any]:
-    from litrepro.waypoint import opd_calibration as oc
-
-    summary = oc.summarise(data["per_seed"], _seed_file())
-    oc.check_summary(data["per_seed"], summary, _seed_file())
-    return {**data, "arms": summary}
-
-
 # --- The dose-response ----------------------------------------------------------------------------------
 
 def dose_response_job(seed: int, options: dict, context: Any) -> list[dict]:
@@ -150,13 +167,6 @@ def dose_response_hashes() -> dict[str, str]:
     from litrepro.waypoint import dose_response
 
     return dose_response.source_hashes()
-
-
-def _dose_response_recompute(data: Mapping[str, Any]) -> dict[str, Any]:
-    from litrepro.waypoint import dose_response
-
-    rows = data["per_seed"]
-    return {**data, "level_means": dose_response.level_means(rows), "differences": dose_response.summarise(rows)}
 
 
 def _dose_response_figures(outputs):
@@ -193,13 +203,6 @@ def effect_study_hashes() -> dict[str, str]:
     from litrepro.waypoint import effect_study
 
     return effect_study.source_hashes()
-
-
-def _effect_study_recompute(data: Mapping[str, Any]) -> dict[str, Any]:
-    from litrepro.waypoint import effect_study
-
-    rows = data["per_seed"]
-    return {**data, "condition_means": effect_study.condition_means(rows), "differences": effect_study.summarise(rows)}
 
 
 def _effect_study_figures(outputs):
@@ -239,6 +242,14 @@ def transfer_job(seed: int, options: dict, context: Any) -> dict:
     return row
 
 
+def _transfer_validate(seeds, options) -> None:
+    """The learning curve's points must divide the updates: refused before any job runs."""
+    from litrepro.errors import UsageError
+
+    if options["updates"] % options["eval_every"]:
+        raise UsageError(f"--updates {options['updates']} must be a multiple of --eval-every {options['eval_every']}")
+
+
 def transfer_summary(run: StudyRun) -> dict[str, Any]:
     from litrepro.waypoint import transfer, transfer_study
 
@@ -258,12 +269,6 @@ def transfer_hashes() -> dict[str, str]:
     from litrepro.waypoint import transfer_study
 
     return transfer_study.source_hashes()
-
-
-def _transfer_recompute(data: Mapping[str, Any]) -> dict[str, Any]:
-    from litrepro.waypoint import transfer_study
-
-    return {**data, **transfer_study.summarise(data["per_seed"])}
 
 
 def _transfer_figures(outputs):
@@ -326,7 +331,7 @@ STUDIES = (
           validate=_opd_calibration_validate, hash_path=("source_sha256",),
           report=_report("litrepro.waypoint.opd_calibration", "waypoint_opd/opd_calibration.json"),
           blocks=(Block("opd-step-calibration", "docs/waypoint_opd.md", claims_block("opd_step_calibration")),),
-          resummarise=_opd_calibration_recompute, make_target="waypoint-opd-calibration"),
+          from_committed=_opd_calibration_rows, make_target="waypoint-opd-calibration"),
     Study(name="dose-response", title="The waypoint gate's effect against the teacher RL's movement",
           module="litrepro.waypoint.dose_response",
           summary="The gate against final-only OPD and shuffled gates at each teacher-RL learning rate of its grid, "
@@ -337,10 +342,10 @@ STUDIES = (
           source_hashes=dose_response_hashes,
           outputs=("waypoint_opd/dose_response.json",), options=(STEPS, EVAL_PROMPTS), default_seeds="42-57",
           settings={("comparison_steps",): STEPS.default_value, ("comparison_eval_prompts",): EVAL_PROMPTS.default_value},
-          hash_path=("source_sha256",), figures=_dose_response_figures,
+          hash_path=("source_sha256",), figures=_dose_response_figures, pngs=("waypoint_opd/dose_response.png",),
           report=_report("litrepro.waypoint.dose_response", "waypoint_opd/dose_response.json"),
           blocks=(Block("opd-dose-response", "docs/waypoint_opd.md", claims_block("opd_dose_response")),),
-          resummarise=_dose_response_recompute, make_target="dose-response"),
+          from_committed=_grouped_rows("levels", COMPARISON_OPTIONS), make_target="dose-response"),
     Study(name="effect-study", title="The waypoint gate against final-only OPD and its controls, per condition",
           module="litrepro.waypoint.effect_study",
           summary="Every arm of the notebook's comparison under each teacher, student start and RL rollout "
@@ -350,11 +355,11 @@ STUDIES = (
           source_hashes=effect_study_hashes,
           outputs=("waypoint_opd/effect_study.json",), options=(STEPS, EVAL_PROMPTS), default_seeds="42-57",
           settings={("comparison_steps",): STEPS.default_value, ("comparison_eval_prompts",): EVAL_PROMPTS.default_value},
-          hash_path=("source_sha256",), figures=_effect_study_figures,
+          hash_path=("source_sha256",), figures=_effect_study_figures, pngs=("waypoint_opd/effect_study.png",),
           blocks=(Block("headline-effect-study", "docs/findings.md", claims_block("headline_effect_study")),
                   Block("opd-effect-tally", "docs/waypoint_opd.md", claims_block("opd_effect_tally")),
                   Block("opd-effect-rows", "docs/waypoint_opd.md", claims_block("opd_effect_rows"))),
-          resummarise=_effect_study_recompute, make_target="effect-study"),
+          from_committed=_grouped_rows("conditions", COMPARISON_OPTIONS), make_target="effect-study"),
     Study(name="effect-holm", title="The effect study's intervals, Holm-adjusted, with standardised effects",
           module="litrepro.waypoint.effect_holm",
           summary="Derived from the committed effect study alone (no per-seed job): Holm over its whole family.",
@@ -370,15 +375,16 @@ STUDIES = (
           summarise=transfer_summary, hashed_helpers=(_setup,),
           source_hashes=transfer_hashes,
           outputs=("waypoint_opd/transfer_study.json",), default_seeds="42-57",
+          validate=_transfer_validate,
           options=(Option("--updates", _transfer_default("updates"), 1, 100_000, "OPD updates per arm"),
                    Option("--eval-every", _transfer_default("eval_every"), 1, 100_000,
                           "updates between two points of the learning curve"),
                    Option("--batch", _transfer_default("batch"), 1, 65_536, "student rollouts per update"),
                    Option("--lr", _transfer_default("lr"), 1e-9, 1e6, "the student's SGD learning rate", kind=float)),
-          hash_path=("source_sha256",), settings={("config",): _transfer_config}, figures=_transfer_figures,
+          hash_path=("source_sha256",), settings={("config",): _transfer_config}, figures=_transfer_figures, pngs=("waypoint_opd/transfer_study.png",),
           report=_report("litrepro.waypoint.transfer_study", "waypoint_opd/transfer_study.json"),
           blocks=(Block("opd-transfer", "docs/waypoint_opd.md", claims_block("opd_transfer")),),
-          resummarise=_transfer_recompute, summary_hash_keys=(TRANSFER_SUMMARY_HASH,),
+          from_committed=_transfer_rows, row_run_fields=("seconds",), summary_hash_keys=(TRANSFER_SUMMARY_HASH,),
           make_target="waypoint-transfer"),
     Study(name="waypoint-curriculum", title="The transfer regime's arms from a teacher that forgets",
           module="litrepro.waypoint.curriculum_study",
@@ -387,7 +393,7 @@ STUDIES = (
           summarise=curriculum_summary, hashed_helpers=(_setup,),
           source_hashes=curriculum_hashes,
           outputs=("waypoint_opd/curriculum_study.json",), default_seeds="42-57", hash_path=("source_sha256",),
-          figures=_curriculum_figures,
+          figures=_curriculum_figures, pngs=("waypoint_opd/curriculum_study.png",),
           report=_report("litrepro.waypoint.curriculum_study", "waypoint_opd/curriculum_study.json"),
           make_target="waypoint-curriculum", committed=False),
 )

@@ -1,16 +1,16 @@
 """A teacher whose RL is not monotone: a two-phase curriculum that forgets (issue 30, item 5).
 
-A reconstruction beyond the seed.  The seed's teacher RL rewards one thing throughout, so every
-waypoint lies on the way to the final one and the gate can only reweight the final teacher's
-advantage.  Here the RL changes its reward half-way (:data:`SCHEDULE`):
+A reconstruction beyond the seed.  The seed's teacher RL rewards one thing throughout, so no
+waypoint holds a preference that the final one gives back, and the gate can only reweight the final
+teacher's advantage.  Here the RL changes its reward half-way (:data:`SCHEDULE`):
 
     updates 1-4:  R(a) = 1[a is an even byte]                          (the seed's parity reward)
     updates 5-8:  R(a) = 1[a is an odd lowercase ASCII letter]         (a, c, e, ..., y)
 
 with the REINFORCE of :mod:`litrepro.waypoint.teacher` (centred reward, plain SGD).  The middle
 waypoint (after update 4) holds the parity preference; the second phase moves mass to odd letters and
-away from the even bytes the first phase raised, so the final snapshot forgets it.  (A second phase
-rewarding all lowercase letters did not forget: the letters the first phase had raised are even.)  Tokens gained in phase 1 and lost in phase 2 are the non-monotone ones
+away from the even bytes the first phase raised, so that the final snapshot is meant to forget it (the
+study's check ``phase_two_raises_odd_letters`` tests the second phase; no run of it is committed).  Tokens gained in phase 1 and lost in phase 2 are the non-monotone ones
 the straightness gate turns down.  The question the study asks: does the gate keep more of what the
 middle waypoint knew (P(even first byte)) while transferring what the final one learned
 (P(odd lowercase first byte)), beyond what its step size and its coupling with |A| explain?

@@ -2,12 +2,12 @@
 
 A reconstruction beyond the seed (the seed fixes one teacher RL: 8 updates x 64
 rollouts at learning rate 0.2).  The effect study (:mod:`litrepro.waypoint.effect_study`)
-found the gate's effect near 1e-6 for the calibrated teacher, whose RL moves
-P(even first byte) by about 0.002, and small for the strong teacher (about 0.07).
+has two teachers, whose RL moves P(even first byte) by different amounts (its condition means give
+how much); this study asks the question along a range of such movements.
 Here the *dose* is the teacher RL's learning rate (``LEVELS``): the calibrated
 teacher's pretraining (``effect_study.TEACHERS["calibrated"]``), the seed's 8 x 64
 updates, and RL learning rates from the seed's 0.2 up to 30, which moves P(even)
-from about 0.002 past the strong teacher's 0.07 to about 0.4.  The response, at each
+from as little as the calibrated teacher's to beyond the strong teacher's (``level_means`` gives each).  The response, at each
 level and seed, is the effect study's five arms (:func:`litrepro.waypoint.experiment.compare_arms`)
 from the ``waypoint0`` student (the notebook's default), paired by seed:
 
@@ -257,8 +257,8 @@ def findings(data: Mapping[str, Any]) -> list[str]:
     out = [f"The teacher's RL learning rate was varied over {len(moves)} levels, which moved P(even first byte) by "
            f"{_range_words(moves.values())} on average; at each level the arms ran on {n} seeds from the waypoint0 "
            "student (a reconstruction beyond the seed)."]
-    out.append(f"Each of the {len(data['differences'])} intervals below is a paired 95% t interval on its own, not "
-               "adjusted for the number of intervals (so 'detectable at k of n levels' counts unadjusted intervals): at "
+    out.append(f"The study holds {len(data['differences'])} intervals, and the sentences below quote or count the "
+               "detectable ones; each is a paired 95% t interval on its own, not adjusted for the number of intervals (so 'detectable at k of n levels' counts unadjusted intervals): at "
                "95% each, about one in twenty would exclude 0 by chance alone when there is no difference.")
     for a, b in GATE_COMPARISONS:
         for metric in METRICS:

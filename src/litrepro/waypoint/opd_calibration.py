@@ -1,8 +1,8 @@
 """Why our OPD step is weaker than the record: gradient norm and parameter change against the seed file.
 
 Issue 30, item 1.  The seed file records, for the 2-update OPD of seeds 42-44, a per-step
-gradient norm of about 0.0052 and a parameter change of about 3e-4; ours are several times
-smaller.  This module runs the notebook's Sections 2-4 (teacher pretraining, teacher RL, the
+gradient norm of about 0.0052 and a parameter change of about 3e-4; ours are smaller (this study's
+JSON gives both, with z-scores).  This module runs the notebook's Sections 2-4 (teacher pretraining, teacher RL, the
 2-update OPD; no comparison) under a few *explaining arms* (:data:`ARMS`) and sets each
 calibrated figure beside the record at both scales, per step (pooled over steps and seeds,
 ``z``) and per seed (against the spread of the recorded per-seed means, ``z_per_seed``), with

@@ -32,7 +32,7 @@ the comparator's between-seed SD (mean d / sd Y).
 
 Walking the sweep in increasing multiplier, the frontier is read on the first segment whose transfer
 crosses TF_X,s upward: the lowest step size at which final-only reaches the arm's transfer.  A seed's
-sweep need not be monotone (one seed's transfer dips by 7e-4 between x1 and x1.1); the first crossing
+sweep need not be monotone (a seed's transfer can dip between two neighbouring multipliers); the first crossing
 is defined either way.
 
 The arms placed on the frontier are a family of their own: each row carries the raw 95% t interval
