@@ -555,7 +555,9 @@ def study_pages(src: Path) -> list[str]:
             if study is not None:                        # what the study's declaration says of it
                 lines += [f"{study.summary} Written by the study `{study.name}` (`make {study.make_target}`, "
                           f"`python -m litrepro study {study.name}`); its code is `{study.module}` and its "
-                          "declaration is in `litrepro.studies` (see docs/running.md, \"The many-seed studies\").",
+                          "declaration is in `litrepro.studies` (see docs/running.md, \"The many-seed studies\"). "
+                          "The study is our reconstruction: the seed files record component-level runs only, so its "
+                          "design (its arms, baselines, budgets and markets) is ours, not the paper's.",
                           ""]
             figure = path.with_suffix(".png")
             if figure.is_file():

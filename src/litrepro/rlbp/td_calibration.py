@@ -1,4 +1,4 @@
-"""Why our held-out TD losses sit far from the seed's: units, and the update protocol.
+"""Hypotheses for why our held-out TD losses sit far from the seed's: units, and the update protocol.
 
 The seed file records ``td_loss_before`` 0.0231 +- 0.0136 and ``td_loss_after``
 0.0208 +- 0.0123 (n = 3), and on every seed after / before = 0.9025 = 0.95^2 to

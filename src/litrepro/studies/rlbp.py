@@ -524,7 +524,7 @@ STUDIES = (
           make_target="rlbp-study"),
     Study(name="rlbp-budget", title="The learned bidder against the critic's budget and a practitioner's baselines",
           module="litrepro.studies.rlbp_budget",
-          summary="Every backup at each critic budget of its grid, a convergence rule from logged data, data scaling, and the "
+          summary="Every backup at each critic budget of its grid, a convergence rule from logged data (it picks the best budget tried, not a shown convergence), data scaling, and the "
                   "untuned default, an offline-tuned constant and the best constant in hindsight.",
           stages=(Stage("grid", budget_job, arms=_budget_arms),),
           summarise=budget_summary, hashed_helpers=(_parameters,),
@@ -535,7 +535,7 @@ STUDIES = (
           report=_lines("litrepro.studies.rlbp_budget", "findings", rel="pinterest_rlbp/budget_study.json"),
           blocks=(Block("rlbp-budget", DOCS, claims_block("rlbp_budget")),),
           from_committed=_rows_as_committed("grid"), make_target="rlbp-budget"),
-    Study(name="rlbp-diagnosis", title="Placebo, operator and one-factor ablations of the learned bidder",
+    Study(name="rlbp-diagnosis", title="Placebo, operator and ablation arms of the learned bidder (some change several factors)",
           module="litrepro.rlbp.diagnosis",
           summary="Arms that change the critic's targets or the actor's training, on the data, evaluation days and "
                   "draws of max_min, with a reseeded placebo and counterfactual replays.",
@@ -548,7 +548,7 @@ STUDIES = (
           blocks=(Block("rlbp-diagnosis", DOCS, claims_block("rlbp_diagnosis")),
                   Block("rlbp-ablation", DOCS, claims_block("rlbp_ablation"))),
           from_committed=_rows_as_committed("arms"), make_target="rlbp-diagnosis"),
-    Study(name="rlbp-td-calibration", title="Why our held-out TD losses differ from the record",
+    Study(name="rlbp-td-calibration", title="Hypotheses for why our held-out TD losses differ from the record",
           module="litrepro.rlbp.td_calibration",
           summary="A unit fitted on the rendered seeds and the TD loss against the critic's budget, against the seed file's "
                   "recorded TD losses.",

@@ -15,8 +15,9 @@ axis S, so the three waypoints are scored in one batched pass.
 
 Parameters are float64 (:data:`DTYPE`).  The policy is tiny, so double
 precision costs little, and it pushes the run-to-run noise between CPU kernel
-sets (``ATEN_CPU_CAPABILITY``) and thread counts to at most 2.4e-13 relative, far
-below the 5 significant digits the notebook prints (``litrepro.report.DIGITS``).
+sets (``ATEN_CPU_CAPABILITY``) and thread counts far below the 5 significant
+digits the notebook prints (``litrepro.report.DIGITS``; ``benchmarks/display_noise.py``
+measures it, and no figure of it is committed).
 """
 
 from __future__ import annotations
