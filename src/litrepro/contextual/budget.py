@@ -2,7 +2,8 @@
 
 ``make rlbp-contextual-budget`` (``python -m litrepro study rlbp-contextual-budget``).  The seed-market studies
 (``rlbp-budget``, ``rlbp-diagnosis``) asked whether the learned bidder beats the fixed gain at the best critic
-budget tried (the convergence rule there picks the largest budget on most seeds: not a shown convergence),
+budget tried (the convergence rule there picks the largest budget tried on most seeds for every backup but ``none``:
+not a shown convergence),
 which backup it needs, and whether a no-change arm moves as much as the arms do.  There the best constant
 is the grid's largest gains and no baseline reacts to the state.  Here the same questions are asked where the best gain
 depends on the state (:mod:`litrepro.contextual.market`).  **Everything in it is our reconstruction**: the
@@ -70,7 +71,7 @@ class BudgetSettings:
     fit_days: int = 8
     eval_days: int = 8
     logged_days: int = 4
-    budgets: tuple[int, ...] = (600, 1500, 3000, 6000)   # critic steps; 600 is the seed run's
+    budgets: tuple[int, ...] = (600, 1500, 3000, 6000)   # critic steps (600: our parameter file's)
 
 
 class StudyRefused(ValueError):

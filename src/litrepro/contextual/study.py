@@ -3,7 +3,7 @@ find it, and which off-policy estimator can rank the policies?  **Everything in 
 the market (:mod:`litrepro.contextual.market`), the oracles, the estimators beside ordinary IPS, the
 budgets and the day counts are ours; the seed file fixes none of them.
 
-Per seed (:func:`run_seed`), on the seed run's campaigns and action grid (``build_world``):
+Per seed (:func:`run_seed`), on the campaigns and action grid of our rendered seed runs (``build_world``):
 
 1. **Landscape.**  A geometric P x P grid of constant gains spanning ``widen`` times beyond the action
    grid's range in each direction, scored on the fit days.  ``best_constant_interior`` says whether its
@@ -57,8 +57,8 @@ class StudySettings:
     """The study's sizes (our choices)."""
     fit_days: int = 8          # days the oracles are chosen on
     eval_days: int = 8         # days every arm is scored on
-    logged_days: int = 4       # days the uniform logging policy records (the seed run's logged_days)
-    budgets: tuple[int, ...] = (600, 3000)   # critic steps of the learned bidder (600: the seed run's)
+    logged_days: int = 4       # days the uniform logging policy records (our parameter file's)
+    budgets: tuple[int, ...] = (600, 3000)   # critic steps of the learned bidder (600: our parameter file's)
     table_sweeps: int = oracle.SWEEPS   # coordinate-ascent sweeps of the table policies
     grid_points: int = 7       # P of the P x P landscape grid
     widen: float = 2.0         # the landscape spans [min / widen, max * widen] of each gain

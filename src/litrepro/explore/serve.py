@@ -19,7 +19,7 @@ folder is removed when the server stops.
 No other host: Voilà's own templates link Font Awesome from cdn.jsdelivr.net.
 The explorers use no icon font, so the server uses litrepro's template
 (``jupyter/voila/templates/litrepro``), Voilà's ``lab`` template without those
-links; a page then loads offline as fast as online.  ``tests/test_browser.py``
+links; a page then loads with no network.  ``tests/test_browser.py``
 records every request a page makes and fails on one to another host.
 
 Usage: ``python -m litrepro.explore.serve [--port 8866] [--root notebooks/]``.

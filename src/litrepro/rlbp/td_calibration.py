@@ -2,7 +2,7 @@
 
 The seed file records ``td_loss_before`` 0.0231 +- 0.0136 and ``td_loss_after``
 0.0208 +- 0.0123 (n = 3), and on every seed after / before = 0.9025 = 0.95^2 to
-machine precision.  Our pipeline's figures are on another scale (the notebook's Section 9 prints them
+machine precision.  Our pipeline's figures are on another scale (the notebook's Section 10 prints them
 beside the record, with z-scores).  This module runs
 two experiments on the pipeline's own data, critic and training (``make
 rlbp-td-calibration``; ``python -m litrepro study rlbp-td-calibration`` writes

@@ -10,8 +10,10 @@ teacher's advantage.  Here the RL changes its reward half-way (:data:`SCHEDULE`)
 with the REINFORCE of :mod:`litrepro.waypoint.teacher` (centred reward, plain SGD).  The middle
 waypoint (after update 4) holds the parity preference; the second phase moves mass to odd letters and
 away from the even bytes the first phase raised, so that the final snapshot is meant to forget it (the
-study's check ``phase_two_raises_odd_letters`` tests the second phase; no run of it is committed).  Tokens gained in phase 1 and lost in phase 2 are the non-monotone ones
-the straightness gate turns down.  The question the study asks: does the gate keep more of what the
+study's check ``phase_two_raises_odd_letters`` compares the final waypoint with waypoint 0, not with the
+middle one where the second phase starts, so it does not isolate the second phase; no run of it is
+committed).  Tokens gained in phase 1 and lost in phase 2 are the non-monotone ones the straightness
+gate turns down.  The question the study asks: does the gate keep more of what the
 middle waypoint knew (P(even first byte)) while transferring what the final one learned
 (P(odd lowercase first byte)), beyond what its step size and its coupling with |A| explain?
 

@@ -124,10 +124,13 @@ def waypoint_logps_streamed(waypoints: list[BytePolicy], rollouts: Rollouts, *, 
     return torch.stack(out)                                                                 # (S, B, N)
 
 
-#: Up to this many scored positions (B x N) the stacked pass is faster on CPU; above it, streaming.
-#: ``benchmarks/waypoint_scoring.py`` (medians of 51 interleaved rounds, 1 thread): stacked wins at
-#: 2-8 rollouts of 16 tokens (32-128 positions; 0.34 vs 0.40 ms at 2), streamed from 16 rollouts
-#: (256 positions; 1.75 vs 2.78 ms) up to 4096 rollouts (236 vs 933 ms; three passes: 828 ms).
+#: Up to this many scored positions (B x N) the CPU uses the stacked pass; above it, streaming.
+#: ``benchmarks/waypoint_scoring_result.json`` (``python benchmarks/waypoint_scoring.py --repeats 51
+#: --sizes 2 8 12 16 64 256 1024 4096``, our 2-core machine, 1 thread) has stacked faster at 2 and 8
+#: rollouts of 16 tokens and streamed faster from 12 rollouts (192 positions) on, so the threshold sits
+#: above that run's crossover: at 12 rollouts (the threshold itself) the CPU takes the slower path (the
+#: two paths agree to 1e-12: ``tests/test_waypoint.py``).  It is not lowered here: the committed
+#: studies' source hashes cover this file, so lowering it means re-running them.
 CPU_STACKED_MAX_POSITIONS = 192
 
 
@@ -135,8 +138,9 @@ def scoring_path(device_type: str, positions: int):
     """The faster scoring function for a device and a batch of ``positions`` scored tokens.
 
     On CUDA we keep the stacked pass, one batched kernel instead of a Python loop of small
-    blocks.  That choice is not measured yet (no GPU was available to us): check it with
-    ``python benchmarks/waypoint_scoring.py --device cuda``.
+    blocks.  That choice is not timed: ``benchmarks/cuda_check_result.json`` (one H200 run)
+    checks that the notebooks' results agree across devices, but does not time the scoring
+    paths; ``python benchmarks/waypoint_scoring.py --device cuda`` does.
     """
     if device_type == "cpu" and positions > CPU_STACKED_MAX_POSITIONS:
         return waypoint_logps_streamed
