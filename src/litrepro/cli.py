@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import litrepro._imports  # noqa: F401  (before nbformat: skips a 3 s import)
+import litrepro._imports  # noqa: F401  (before nbformat: skips a slow import)
 from litrepro import methods
 from litrepro.errors import LitreproError, UsageError
 from litrepro.params import ParameterError, load_file, parse_override

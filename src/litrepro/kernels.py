@@ -299,8 +299,8 @@ class KernelSlot:
         (``cleanup_kc`` defaults to ``owns_km``).  Left running, each notebook's
         client stays subscribed to the kernel's IOPub and keeps its heartbeat
         thread: a kernel's n-th notebook publishes every message to n
-        subscribers, and the worker gains a thread and about 18 file
-        descriptors per notebook, for good (``benchmarks/kernel_position.py``).
+        subscribers, and the worker gains a thread and file descriptors
+        per notebook, for good (``benchmarks/kernel_position.py --keep-clients`` measures it; not committed).
         """
         if getattr(km, "_litrepro_tracked", False):
             return
@@ -341,7 +341,7 @@ class KernelSlot:
     # -- running code
     def _client(self):
         """This kernel's own client, on the shell channel only: requests queue until the kernel listens,
-        and replies come back to this client alone, so no wait for IOPub (about 0.2 s a call) is needed."""
+        and replies come back to this client alone, so no wait for IOPub is needed."""
         from jupyter_client.blocking import BlockingKernelClient
 
         if self._kc is None:
@@ -569,7 +569,7 @@ def bootstrap(preload: bool = True) -> None:
         import litrepro.waypoint.plots  # noqa: F401
         import litrepro.waypoint.views  # noqa: F401
 
-        # The first call imports torch._inductor (about 1 s); pay it now, then put the flag back.
+        # The first call imports torch._inductor (slow); pay it now, then put the flag back.
         was = torch.are_deterministic_algorithms_enabled()
         torch.use_deterministic_algorithms(True)
         torch.use_deterministic_algorithms(was)

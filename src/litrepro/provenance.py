@@ -4,7 +4,7 @@ A method's *sources* are the files whose change can change its notebook's
 output: its own subpackage, the shared modules its notebook imports, its
 notebook and its parameter file.  The runner records their sha256 in every
 ``seed-<N>.json``; a rerun skips a seed whose recorded hashes still match,
-and ``tests/test_rendered_fresh.py`` fails when ``rendered/`` is stale.
+and ``tests/test_rendered.py`` fails when ``rendered/`` is stale.
 """
 
 from __future__ import annotations

@@ -45,8 +45,8 @@ def fmt_zero(value: float, bound: float = ZERO_BOUND) -> str:
     """A figure that should be zero: ``'< bound'`` for any float below the bound, else ``fmt``.
 
     Exact 0.0 prints as the bound too: whether a sum of float64 terms comes out as 0.0
-    or as 2.2e-16 depends on the CPU's kernels (measured: ``policy_row_mass_error`` is
-    0.0 under one ``ATEN_CPU_CAPABILITY`` and 2.2e-16 under another), so "0" versus a
+    or as 2.2e-16 depends on the CPU's kernels (``benchmarks/display_noise.py`` measures it under
+    each ``ATEN_CPU_CAPABILITY``; its output is not committed), so "0" versus a
     bound would itself differ between machines.  Integers (counts) print as they are.
     The JSON keeps the raw value.
     """

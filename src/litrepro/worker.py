@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import litrepro._imports  # noqa: F401  (before nbformat: skips a 3 s import)
+import litrepro._imports  # noqa: F401  (before nbformat: skips a slow import)
 import nbformat
 
 from litrepro import atomic, methods

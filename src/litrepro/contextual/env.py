@@ -10,7 +10,7 @@ every campaign at once (the tests check equality to 1e-12).
 Markets (``market=``, one of :data:`~litrepro.contextual.market.MARKETS`):
 
 * ``seed_contract``: the market of our rendered seed runs; days from :func:`~litrepro.rlbp.simulator.draw_day`.
-* ``contextual`` (the default): **our reconstruction**, not fixed by the seed file or the paper
+* ``contextual`` (the default): **our reconstruction**, not fixed by the seed file (we have no paper text)
   (:mod:`litrepro.contextual.market`): traffic shocks within the day
   (:func:`~litrepro.contextual.market.draw_shocked_day`) and a value reward with a bid-volatility
   cost and an over-target CPC penalty.

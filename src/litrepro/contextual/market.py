@@ -1,6 +1,6 @@
 """The ``contextual`` market: a second auto-bidding day where the best PID gain depends on the state.
 
-Our reconstruction; neither the seed file nor the paper fixes a market.  The seed-contract
+Our reconstruction; the seed file fixes no market (we have no paper text).  The seed-contract
 market (:mod:`litrepro.rlbp.simulator`) stays the default of every seed run: this module
 only *wraps* it (same campaigns, same PID, same auctions, same nine actions) and changes
 two things, chosen so that aggressive gains have costs and the right gain depends on the

@@ -121,13 +121,13 @@ ABLATIONS = (
 )
 #: ``actual_reward_regression_update`` compares the held-out TD loss with a permuted-reward control's, within a
 #: margin per backup (``audit.CONTROL_MARGIN``: 0.4 for max_min at gamma 0.9, 0.7 without bootstrapping,
-#: both set from the clean ratios' spread).  The clean ratio rises as gamma falls (mean 0.21 at 0.9, 0.46 at 0),
+#: both set from the clean ratios' spread).  The clean ratio rises as gamma falls (``control_ratio`` in ``backup_study.json``, max_min against none),
 #: so an arm at gamma 0.5 is judged with the no-bootstrap margin; ``tests/test_rlbp_diagnosis.py`` keeps that
 #: margin above its measured clean spread (max + 4 sd), as the backup study's test does for the others.
 MARGIN_OF = {"gamma_0.5": "none"}
 #: Arms whose clean control ratios, over seeds 42-61, come closer to their (the pipeline's max_min) margin than
-#: the backup study asks of a backup (max + 4 sd below it): the placebo (max 0.30, sd 0.037), sync_1 (max 0.31,
-#: sd 0.037) and sync_100 (max 0.34, sd 0.043) against 0.4.  Every seed passed; a margin this thin could refuse
+#: the backup study asks of a backup (max + 4 sd below it): the placebo, sync_1 and sync_100 against 0.4 (their
+#: ratios are per seed and arm in ``diagnosis.json``).  Every seed passed; a margin this thin could refuse
 #: another seed set.  Named here so that ``tests/test_rlbp_diagnosis.py`` notices when the set changes.
 THIN_MARGIN_ARMS = ("placebo", "sync_1", "sync_100")
 #: The candidate causes, each with the arms that remove it (:func:`findings` reads them from here).

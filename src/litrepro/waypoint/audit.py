@@ -43,8 +43,8 @@ Stages and their checks (tolerances are relative to the size of what is compared
   (``reported_figures_match_audit``, checked in ``experiment.collect_results``).
 
 Recording costs little (generator states, prompts, rollouts, the student's tensors around
-each recorded step); the audit calls cost about 15% of ``experiment.run(cfg)``'s CPU time
-(``benchmarks/waypoint_audit_cost.py``).
+each recorded step); what the audit calls cost beside ``experiment.run(cfg)`` is measured by
+``benchmarks/waypoint_audit_cost.py`` (its output is not committed).
 """
 
 from __future__ import annotations

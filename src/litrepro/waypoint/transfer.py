@@ -1,7 +1,7 @@
 """The transfer regime: on-policy distillation long and wide enough to move the student, and its arms.
 
-A reconstruction beyond the seed (issue 30).  The seed's OPD budget (2 updates of 4 rollouts, as its
-history's at most 64 valid tokens per step of 16-token rollouts imply), run at our per-seed notebooks' learning
+A reconstruction beyond the seed (issue 30).  The seed's OPD budget (2 updates; of 4 rollouts in our reading
+of its history's at most 64 valid tokens per step of 16-token rollouts), run at our per-seed notebooks' learning
 rate 0.05 (the seed file records none), moves the student little in parameters (the seed records the change),
 and 40 such updates from the calibrated teachers recover a small part of the teacher's RL parity gain (the
 dose-response's "for scale" line gives it).  Here the student (the ``waypoint0``
@@ -67,7 +67,7 @@ class TransferConfig:
     teacher_rl_lr: float = 30.0
     """The teacher RL's learning rate: the dose-response's strongest level (its level means give how far its RL moves P(even))."""
     batch: int = 64
-    """Student rollouts per update (the seed's history implies 4: at most 64 valid tokens of 16-token rollouts).  16x the tokens per update, so the gradient is less noisy."""
+    """Student rollouts per update (our per-seed notebooks use 4, our reading of the seed's at most 64 valid tokens of 16-token rollouts).  16x the tokens per update, so the gradient is less noisy."""
     lr: float = 0.5
     """SGD learning rate of the student (our per-seed notebooks use 0.05; the seed file records none).  The learning-rate sweep scales it."""
     updates: int = 240
